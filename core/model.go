@@ -1,0 +1,70 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Role of a message sent to a model.
+type Role string
+
+// Message roles.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one entry of the conversation sent to a model. System
+// instructions travel separately in ModelRequest.Instructions.
+type Message struct {
+	Role       Role       `json:"role"`
+	Content    string     `json:"content,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"` // assistant only
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"` // tool name, tool messages only
+}
+
+// ToolSpec describes a tool to a model.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"` // JSON Schema of the arguments
+}
+
+// ModelRequest is one model call.
+type ModelRequest struct {
+	Instructions string
+	Messages     []Message
+	Tools        []ToolSpec
+}
+
+// Model generates the next assistant turn. Generate calls onDelta with text
+// fragments as they stream (it may never call it); the returned response is
+// the whole turn. Errors are treated as transient: the step is retried.
+type Model interface {
+	Generate(ctx context.Context, req ModelRequest, onDelta func(text string)) (ModelResponse, error)
+}
+
+// Tool executes one tool call. Content is what the model sees. A tool that
+// answered with a failure returns a *ToolError (the model sees its message);
+// any other error is a transport failure and the call is retried with the
+// same idempotency key.
+type Tool interface {
+	Call(ctx context.Context, args json.RawMessage, idempotencyKey string) (content string, err error)
+}
+
+// ToolError is a failure the tool itself reported; the model is told.
+type ToolError struct{ Message string }
+
+func (e *ToolError) Error() string { return e.Message }
+
+// Clock tells the time; tests inject a fake one.
+type Clock interface{ Now() time.Time }
+
+// SystemClock is the real clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }

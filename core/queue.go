@@ -1,0 +1,61 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// ErrLeaseLost: the job's lease expired and it was delivered again, or it was
+// already acknowledged.
+var ErrLeaseLost = errors.New("job lease lost")
+
+// Job is a unit of work in a Queue.
+type Job struct {
+	ID      string          `json:"id"`
+	Kind    string          `json:"kind"`
+	Key     string          `json:"key,omitempty"`
+	Payload json.RawMessage `json:"payload"`
+	// Attempt counts deliveries, including the current one (1 on first delivery).
+	Attempt int `json:"attempt"`
+	// MaxAttempts: deliveries before the job is dead-lettered; 0 = queue default.
+	MaxAttempts int       `json:"max_attempts"`
+	RunAt       time.Time `json:"run_at"`
+	LastError   string    `json:"last_error,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	// Lease is an opaque token of the current delivery (set by Dequeue).
+	Lease string `json:"-"`
+}
+
+// Queue is a durable at-least-once job queue with leases (visibility
+// timeouts), retries with backoff and a dead-letter list.
+//
+// A delivered job is invisible until its lease expires; a job neither acked
+// nor failed before then is delivered again (Attempt+1). A job delivered more
+// than MaxAttempts times, or failed on its last attempt, is dead-lettered.
+type Queue interface {
+	// Enqueue adds a job; RunAt zero = now. A job with a non-empty Key is
+	// coalesced into a job with the same Key that waits undelivered.
+	Enqueue(ctx context.Context, j Job) error
+	// Dequeue blocks until a job is due, leases it to consumer for lease and
+	// returns it; it returns ctx.Err() when ctx ends first.
+	Dequeue(ctx context.Context, consumer string, lease time.Duration) (Job, error)
+	// TryDequeue is Dequeue without waiting; ok is false when no job is due.
+	TryDequeue(ctx context.Context, consumer string, lease time.Duration) (j Job, ok bool, err error)
+	// Extend renews the lease of a delivered job; ErrLeaseLost if it is gone.
+	Extend(ctx context.Context, j Job, lease time.Duration) error
+	// Ack removes a delivered job for good; ErrLeaseLost if its lease was lost.
+	Ack(ctx context.Context, j Job) error
+	// Fail records reason and schedules the job again after retryAfter
+	// (0 = the queue's exponential backoff), or dead-letters it when this was
+	// its last attempt; dead reports which.
+	Fail(ctx context.Context, j Job, reason string, retryAfter time.Duration) (dead bool, err error)
+	// Recover makes the jobs leased to consumer visible again at once; a
+	// restarted consumer that keeps its name calls it before Dequeue.
+	Recover(ctx context.Context, consumer string) (int, error)
+	// DeadLetters lists dead-lettered jobs, oldest first.
+	DeadLetters(ctx context.Context, limit int) ([]Job, error)
+	// Depth counts jobs not yet acked (due, delayed and leased), not dead ones.
+	Depth(ctx context.Context) (int64, error)
+}

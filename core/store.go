@@ -1,0 +1,203 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Store errors. Check with errors.Is / errors.As.
+var (
+	// ErrNotFound: no such session, run or approval.
+	ErrNotFound = errors.New("not found")
+	// ErrClaimed: another node holds a live claim on the run.
+	ErrClaimed = errors.New("run is claimed by another node")
+	// ErrClaimLost: the caller's claim expired and the run was taken over, or
+	// was released (pause, cancel). The caller must stop working on the run.
+	ErrClaimLost = errors.New("run claim lost")
+	// ErrRunFinished: the run is completed, failed or cancelled.
+	ErrRunFinished = errors.New("run already finished")
+	// ErrRunPaused: the run waits for an approval decision.
+	ErrRunPaused = errors.New("run is paused for approval")
+	// ErrArgsMismatch: a decision was made for other arguments than the
+	// approval carries.
+	ErrArgsMismatch = errors.New("approval arguments do not match")
+	// ErrSessionAgent: the session belongs to another agent.
+	ErrSessionAgent = errors.New("session belongs to another agent")
+)
+
+// NotPendingError is returned by DecideApproval when the approval was already
+// decided, expired or cancelled. Status is its current status.
+type NotPendingError struct {
+	ID     string
+	Status ApprovalStatus
+}
+
+func (e *NotPendingError) Error() string {
+	return fmt.Sprintf("approval %s is not pending: %s", e.ID, e.Status)
+}
+
+// Page is one page of a list; NextCursor is empty on the last page.
+type Page[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"next_cursor"`
+}
+
+// ListOptions pages through a list in creation order (oldest first).
+type ListOptions struct {
+	// Limit caps the page size; 0 means 50, values above 500 are capped at 500.
+	Limit int
+	// Cursor is a NextCursor from the previous page; empty starts at the beginning.
+	Cursor string
+}
+
+// SessionFilter selects sessions. Empty fields match everything.
+type SessionFilter struct {
+	UserID  string
+	AgentID string
+	ListOptions
+}
+
+// RunFilter selects runs. Empty fields match everything.
+type RunFilter struct {
+	SessionID string
+	Statuses  []RunStatus
+	ListOptions
+}
+
+// ApprovalFilter selects approvals. Empty fields match everything.
+type ApprovalFilter struct {
+	Status ApprovalStatus
+	RunID  string
+	ListOptions
+}
+
+// NewRun is the input of CreateRun.
+type NewRun struct {
+	// Session is created when no session with Session.ID exists yet; an
+	// existing session must belong to Run.AgentID (else ErrSessionAgent).
+	Session Session
+	// Run must carry ID, SessionID (= Session.ID), AgentID, UserID, Type,
+	// Input and CreatedAt. Status is set to queued.
+	Run Run
+	// Events are the run's first journal entries (the user message), seq 1..n.
+	Events []Event
+}
+
+// Finish is the input of FinishRun.
+type Finish struct {
+	Status RunStatus // completed or failed
+	Output string
+	Error  string
+	Usage  Usage
+	At     time.Time
+	// Events are appended before the run is closed (typically a status event).
+	Events []Event
+}
+
+// Decision is the input of DecideApproval.
+type Decision struct {
+	Status ApprovalStatus // approved, denied, expired or cancelled
+	By     string
+	Via    string // slack|discord|telegram|api|mcp|cli|console|timer
+	Reason string
+	// ArgsSHA256, when set, must equal the approval's hash (the decision is
+	// bound to the arguments that were shown), else ErrArgsMismatch.
+	ArgsSHA256 string
+	At         time.Time
+}
+
+// Cancel is the input of CancelRun.
+type Cancel struct {
+	By     string
+	Reason string
+	At     time.Time
+}
+
+// JobRun is the job kind that asks a worker to advance a run. Its payload is
+// RunJob. Stores enqueue it in the same transaction as the state change that
+// makes the run runnable.
+const JobRun = "run"
+
+// RunJob is the payload of a JobRun job.
+type RunJob struct {
+	RunID string `json:"run_id"`
+}
+
+// RunJobFor builds the job that advances run id. Its key coalesces duplicates.
+func RunJobFor(id string) Job {
+	p, _ := json.Marshal(RunJob{RunID: id})
+	return Job{Kind: JobRun, Key: "run:" + id, Payload: p}
+}
+
+// Store is the durable state of the gateway: sessions, runs and their journal,
+// approvals. Every method that changes state does so in one transaction
+// together with the job it makes necessary (transactional enqueue), so a
+// crash between the two is impossible.
+//
+// Claims: a worker node claims a run before advancing it. A claim has an owner
+// (node id) and an expiry; a claim held by the same owner, or expired, can be
+// taken. Journal appends check the claim so two nodes never interleave writes
+// to one run.
+type Store interface {
+	// CreateRun creates the session if needed, the run (status queued), its
+	// first events and a JobRun job, atomically.
+	CreateRun(ctx context.Context, nr NewRun) (Run, error)
+	GetRun(ctx context.Context, id string) (Run, error)
+	ListRuns(ctx context.Context, f RunFilter) (Page[Run], error)
+	// SessionHead returns the oldest run of the session that is not terminal
+	// (the one allowed to advance), or ErrNotFound.
+	SessionHead(ctx context.Context, sessionID string) (Run, error)
+	// SessionHistory returns up to limit completed runs of the session created
+	// before run beforeRunID, oldest first.
+	SessionHistory(ctx context.Context, sessionID, beforeRunID string, limit int) ([]Run, error)
+
+	// ClaimRun claims a queued or running run for owner until `until`. A
+	// queued run becomes running (started_at set on first start) and the
+	// given events (a status event) are appended. Errors: ErrNotFound,
+	// ErrRunFinished, ErrRunPaused, ErrClaimed.
+	ClaimRun(ctx context.Context, id, owner string, now, until time.Time, events []Event) (Run, error)
+	// ExtendClaim moves the claim's expiry; ErrClaimLost when owner lost it.
+	ExtendClaim(ctx context.Context, id, owner string, until time.Time) error
+	// AppendEvents appends events to the journal of a run claimed by owner
+	// and returns them with Seq set. Errors: ErrRunFinished, ErrClaimLost.
+	AppendEvents(ctx context.Context, id, owner string, events []Event) ([]Event, error)
+	// PauseRun, for a run claimed by owner: inserts the approval, appends the
+	// events, sets the run paused and releases the claim.
+	PauseRun(ctx context.Context, id, owner string, a Approval, events []Event) (Run, error)
+	// FinishRun closes a run claimed by owner (owner "" skips the claim check,
+	// for runs failed by the dead-letter path), appends f.Events, releases
+	// the claim and enqueues the next run of the session.
+	FinishRun(ctx context.Context, id, owner string, f Finish) (Run, error)
+	// CancelRun cancels a run that is not terminal, whoever holds it: pending
+	// approvals become cancelled (journaled as approval_decided), a status
+	// event is appended, the claim released, the next run of the session
+	// enqueued. ErrRunFinished when it was already terminal.
+	CancelRun(ctx context.Context, id string, c Cancel) (Run, error)
+	// Events returns up to limit (0 = all) journal entries of a run with
+	// seq > afterSeq, in order.
+	Events(ctx context.Context, runID string, afterSeq int64, limit int) ([]Event, error)
+
+	GetSession(ctx context.Context, id string) (Session, error)
+	ListSessions(ctx context.Context, f SessionFilter) (Page[Session], error)
+
+	GetApproval(ctx context.Context, id string) (Approval, error)
+	ListApprovals(ctx context.Context, f ApprovalFilter) (Page[Approval], error)
+	// DecideApproval moves a pending approval to d.Status (compare-and-set:
+	// the first decision wins), appends an approval_decided event to its
+	// run, sets the paused run queued and enqueues its JobRun, atomically.
+	// Errors: ErrNotFound, *NotPendingError, ErrArgsMismatch.
+	DecideApproval(ctx context.Context, id string, d Decision) (Approval, error)
+	// DueApprovals lists up to limit pending approvals with expires_at <= now.
+	DueApprovals(ctx context.Context, now time.Time, limit int) ([]Approval, error)
+
+	// RequeueActive enqueues a JobRun for every queued or running run (used at
+	// start and by the janitor) and returns how many it enqueued.
+	RequeueActive(ctx context.Context) (int, error)
+	// CountRuns counts runs by status.
+	CountRuns(ctx context.Context) (map[RunStatus]int64, error)
+	// CountApprovals counts approvals by status.
+	CountApprovals(ctx context.Context) (map[ApprovalStatus]int64, error)
+}

@@ -1,0 +1,245 @@
+// Package core holds agentgate's domain model (sessions, runs, the run journal,
+// approvals), the interfaces it consumes (Store, Queue, Model, Tool) and the run
+// engine that drives runs from their journal.
+package core
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// RunStatus is the lifecycle state of a run.
+type RunStatus string
+
+// Run statuses. queued → running → (paused → queued →)* completed|failed|cancelled.
+const (
+	RunQueued    RunStatus = "queued"
+	RunRunning   RunStatus = "running"
+	RunPaused    RunStatus = "paused"
+	RunCompleted RunStatus = "completed"
+	RunFailed    RunStatus = "failed"
+	RunCancelled RunStatus = "cancelled"
+)
+
+// Terminal reports whether a run in this status will never change again.
+func (s RunStatus) Terminal() bool {
+	return s == RunCompleted || s == RunFailed || s == RunCancelled
+}
+
+// Valid reports whether s is one of the known statuses.
+func (s RunStatus) Valid() bool {
+	switch s {
+	case RunQueued, RunRunning, RunPaused, RunCompleted, RunFailed, RunCancelled:
+		return true
+	}
+	return false
+}
+
+// RunType says where a run came from.
+type RunType string
+
+// Run types.
+const (
+	RunTypeChat    RunType = "chat"
+	RunTypeAPI     RunType = "api"
+	RunTypeRoutine RunType = "routine"
+	RunTypeMCP     RunType = "mcp"
+	RunTypeSub     RunType = "sub"
+)
+
+// Binding ties a session to a place on a platform (empty for API sessions).
+type Binding struct {
+	Platform  string `json:"platform,omitempty"`
+	Workspace string `json:"workspace,omitempty"`
+	Channel   string `json:"channel,omitempty"`
+	Thread    string `json:"thread,omitempty"`
+}
+
+// Session is a conversation with one agent; its runs execute one at a time in
+// the order they were created.
+type Session struct {
+	ID        string    `json:"id"`
+	AgentID   string    `json:"agent_id"`
+	UserID    string    `json:"user_id"`
+	Binding   Binding   `json:"binding"`
+	Title     string    `json:"title"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Usage counts model tokens.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// Add returns the sum of u and o.
+func (u Usage) Add(o Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + o.InputTokens, OutputTokens: u.OutputTokens + o.OutputTokens}
+}
+
+// Run is one agent execution for one input. Its progress lives in the journal
+// (Events); the row carries the summary the API shows.
+type Run struct {
+	ID          string     `json:"id"`
+	SessionID   string     `json:"session_id"`
+	AgentID     string     `json:"agent_id"`
+	UserID      string     `json:"user_id"`
+	Type        RunType    `json:"run_type"`
+	Status      RunStatus  `json:"status"`
+	ParentRunID string     `json:"parent_run_id,omitempty"`
+	RoutineID   string     `json:"routine_id,omitempty"`
+	Input       string     `json:"input"`
+	Output      string     `json:"output"`
+	Error       string     `json:"error"`
+	Usage       Usage      `json:"usage"`
+	LastSeq     int64      `json:"last_seq"`
+	CreatedAt   time.Time  `json:"created_at"`
+	StartedAt   *time.Time `json:"started_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+}
+
+// EventType names a journal entry.
+type EventType string
+
+// Journal entry types. Each has a payload struct below.
+const (
+	EventUserMessage       EventType = "user_message"
+	EventModelResponse     EventType = "model_response"
+	EventToolStarted       EventType = "tool_started"
+	EventToolResult        EventType = "tool_result"
+	EventApprovalRequested EventType = "approval_requested"
+	EventApprovalDecided   EventType = "approval_decided"
+	EventStatus            EventType = "status"
+)
+
+// Event is one append-only journal entry of a run; (RunID, Seq) is unique and
+// Seq starts at 1 with no gaps.
+type Event struct {
+	RunID     string          `json:"run_id"`
+	Seq       int64           `json:"seq"`
+	Type      EventType       `json:"type"`
+	Data      json.RawMessage `json:"data"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+// NewEvent builds an unsequenced event with payload v marshalled as JSON.
+func NewEvent(t EventType, v any) Event {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Payloads are our own structs; failing to marshal one is a programming error.
+		panic("core: marshal event " + string(t) + ": " + err.Error())
+	}
+	return Event{Type: t, Data: b}
+}
+
+// UserMessage is the payload of EventUserMessage.
+type UserMessage struct {
+	Text   string `json:"text"`
+	UserID string `json:"user_id,omitempty"`
+}
+
+// ToolCall is a model's request to call a tool.
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ModelResponse is the payload of EventModelResponse.
+type ModelResponse struct {
+	Text      string     `json:"text,omitempty"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Usage     Usage      `json:"usage,omitzero"`
+}
+
+// ToolStarted is the payload of EventToolStarted: journaled before the tool is
+// called so a resumed run calls it again with the same idempotency key.
+type ToolStarted struct {
+	ToolCallID     string `json:"tool_call_id"`
+	Tool           string `json:"tool"`
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+// ToolResult is the payload of EventToolResult.
+type ToolResult struct {
+	ToolCallID string `json:"tool_call_id"`
+	Tool       string `json:"tool"`
+	Content    string `json:"content"`
+	IsError    bool   `json:"is_error,omitempty"`
+}
+
+// ApprovalRequested is the payload of EventApprovalRequested.
+type ApprovalRequested struct {
+	ApprovalID string          `json:"approval_id"`
+	ToolCallID string          `json:"tool_call_id"`
+	Tool       string          `json:"tool"`
+	Arguments  json.RawMessage `json:"arguments"`
+	ExpiresAt  time.Time       `json:"expires_at"`
+}
+
+// ApprovalDecided is the payload of EventApprovalDecided.
+type ApprovalDecided struct {
+	ApprovalID string         `json:"approval_id"`
+	ToolCallID string         `json:"tool_call_id"`
+	Status     ApprovalStatus `json:"status"`
+	DecidedBy  string         `json:"decided_by,omitempty"`
+	Via        string         `json:"via,omitempty"`
+	Reason     string         `json:"reason,omitempty"`
+}
+
+// StatusChange is the payload of EventStatus.
+type StatusChange struct {
+	Status RunStatus `json:"status"`
+	Error  string    `json:"error,omitempty"`
+}
+
+// ApprovalStatus is the state of an approval request.
+type ApprovalStatus string
+
+// Approval statuses; pending moves at most once to one of the others.
+const (
+	ApprovalPending   ApprovalStatus = "pending"
+	ApprovalApproved  ApprovalStatus = "approved"
+	ApprovalDenied    ApprovalStatus = "denied"
+	ApprovalExpired   ApprovalStatus = "expired"
+	ApprovalCancelled ApprovalStatus = "cancelled"
+)
+
+// Valid reports whether s is one of the known statuses.
+func (s ApprovalStatus) Valid() bool {
+	switch s {
+	case ApprovalPending, ApprovalApproved, ApprovalDenied, ApprovalExpired, ApprovalCancelled:
+		return true
+	}
+	return false
+}
+
+// ApprovalPolicy says who may decide an approval.
+type ApprovalPolicy struct {
+	// Approvers lists who may decide: user ids, group ids, or "requester" for
+	// whoever started the run. Empty: anyone who can reach the approval.
+	Approvers []string `json:"approvers,omitempty"`
+	// ExcludeRequester forbids the run's own user from deciding.
+	ExcludeRequester bool `json:"exclude_requester,omitempty"`
+}
+
+// Approval is a pending or decided request to run one tool call.
+type Approval struct {
+	ID          string          `json:"id"`
+	RunID       string          `json:"run_id"`
+	SessionID   string          `json:"session_id"`
+	ToolCallID  string          `json:"tool_call_id"`
+	Tool        string          `json:"tool"`
+	Arguments   json.RawMessage `json:"arguments"`
+	ArgsSHA256  string          `json:"args_sha256"`
+	Policy      ApprovalPolicy  `json:"policy"`
+	RequestedBy string          `json:"requested_by"`
+	Status      ApprovalStatus  `json:"status"`
+	DecidedBy   string          `json:"decided_by"`
+	DecidedVia  string          `json:"decided_via"`
+	Reason      string          `json:"reason"`
+	CreatedAt   time.Time       `json:"created_at"`
+	ExpiresAt   time.Time       `json:"expires_at"`
+	DecidedAt   *time.Time      `json:"decided_at"`
+}

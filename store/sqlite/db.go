@@ -1,0 +1,297 @@
+// Package sqlite is the embedded store and queue: one SQLite database
+// (modernc.org/sqlite, no cgo, WAL) holds sessions, runs, the run journal,
+// approvals and the job queue, so a state change and the job it enqueues
+// commit in one transaction.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/agentgate/agentgate/core"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Options configure Open. The zero value is valid.
+type Options struct {
+	// Clock tells the time for queue due-times and leases. Default: system clock.
+	Clock core.Clock
+	// Logger. Default: slog.Default().
+	Logger *slog.Logger
+	// Synchronous is SQLite's synchronous pragma: "full" (default; a commit
+	// survives power loss) or "normal" (survives a process crash, faster).
+	Synchronous string
+	// MaxAttempts is the queue's default delivery limit before a job is
+	// dead-lettered. Default 5.
+	MaxAttempts int
+	// Backoff is the delay before retry number attempt (1-based) of a failed
+	// job. Default: 1s·2^(attempt-1), capped at 5 minutes.
+	Backoff func(attempt int) time.Duration
+	// PollInterval is how often a waiting Dequeue checks for due jobs that no
+	// local Enqueue announced (delayed jobs, expired leases). Default 250ms.
+	PollInterval time.Duration
+}
+
+// DB is the SQLite store (core.Store) and embedded queue (core.Queue).
+type DB struct {
+	w    *sql.DB // single connection: SQLite has one writer; serializing in Go avoids SQLITE_BUSY
+	r    *sql.DB // readers
+	path string
+	opts Options
+
+	mu     sync.Mutex
+	notify chan struct{} // closed and replaced when a job is enqueued
+}
+
+var (
+	_ core.Store = (*DB)(nil)
+	_ core.Queue = (*DB)(nil)
+)
+
+// Open opens (creating if needed) the database file at path and applies
+// pending migrations. Use ":memory:"-free temp files in tests: the reader and
+// writer pools must see the same database.
+func Open(ctx context.Context, path string, opts Options) (*DB, error) {
+	if opts.Clock == nil {
+		opts.Clock = core.SystemClock{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = 5
+	}
+	if opts.Backoff == nil {
+		opts.Backoff = DefaultBackoff
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 250 * time.Millisecond
+	}
+	syncMode := strings.ToUpper(opts.Synchronous)
+	if syncMode == "" {
+		syncMode = "FULL"
+	}
+	if syncMode != "FULL" && syncMode != "NORMAL" {
+		return nil, fmt.Errorf("sqlite: synchronous must be full or normal, got %q", opts.Synchronous)
+	}
+	dsn := func(extra string) string {
+		return path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)" +
+			"&_pragma=synchronous(" + syncMode + ")" + extra
+	}
+	w, err := sql.Open("sqlite", dsn("&_txlock=immediate"))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	r, err := sql.Open("sqlite", dsn("&_pragma=query_only(1)"))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	db := &DB{w: w, r: r, path: path, opts: opts, notify: make(chan struct{})}
+	if err := db.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// DefaultBackoff is 1s·2^(attempt-1), capped at 5 minutes.
+func DefaultBackoff(attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt > 9 {
+		return 5 * time.Minute
+	}
+	return min(time.Second<<(attempt-1), 5*time.Minute)
+}
+
+// Close closes the database.
+func (db *DB) Close() error {
+	return errors.Join(db.r.Close(), db.w.Close())
+}
+
+// Path is the database file.
+func (db *DB) Path() string { return db.path }
+
+// Checkpoint folds the WAL into the main database file and truncates it.
+func (db *DB) Checkpoint(ctx context.Context) error {
+	_, err := db.w.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+	return err
+}
+
+// migration is one numbered schema step, migrations/NNNN_name.sql.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func loadMigrations() ([]migration, error) {
+	ents, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, e := range ents {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("migration %s: name must start with a number and _", e.Name())
+		}
+		b, err := migrationFS.ReadFile(filepath.ToSlash(filepath.Join("migrations", e.Name())))
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	return ms, nil
+}
+
+// migrate applies every migration newer than the database's version, each in
+// its own transaction.
+func (db *DB) migrate(ctx context.Context) error {
+	ms, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	if _, err := db.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	var cur int
+	if err := db.w.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&cur); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, m := range ms {
+		if m.version <= cur {
+			continue
+		}
+		err := db.tx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)`,
+				m.version, m.name, time.Now().UnixNano())
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migrate %s: %w", m.name, err)
+		}
+		db.opts.Logger.Info("applied migration", "store", "sqlite", "migration", m.name)
+	}
+	return nil
+}
+
+// SchemaVersion returns the newest applied migration.
+func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := db.r.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
+	return v, err
+}
+
+// tx runs fn in a write transaction (BEGIN IMMEDIATE) and commits when fn
+// returns nil. After a commit that enqueued jobs, waiting consumers are woken.
+func (db *DB) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// wake tells waiting Dequeue calls that a job may be due.
+func (db *DB) wake() {
+	db.mu.Lock()
+	close(db.notify)
+	db.notify = make(chan struct{})
+	db.mu.Unlock()
+}
+
+// wakeCh returns the channel the next wake closes.
+func (db *DB) wakeCh() <-chan struct{} {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.notify
+}
+
+// enqueueTx inserts job j inside tx (the transactional enqueue used by the
+// store's state changes and by Enqueue). A non-empty key is coalesced into a
+// waiting, undelivered job with the same key. The caller must call db.wake()
+// after the commit.
+func (db *DB) enqueueTx(ctx context.Context, tx *sql.Tx, j core.Job) error {
+	now := db.opts.Clock.Now()
+	runAt := j.RunAt
+	if runAt.IsZero() {
+		runAt = now
+	}
+	if j.Key != "" {
+		// A waiting job with this key already exists: move it earlier if needed.
+		res, err := tx.ExecContext(ctx, `UPDATE jobs SET visible_at = MIN(visible_at, ?)
+			WHERE key = ? AND consumer = '' AND dead_at IS NULL`, runAt.UnixNano(), j.Key)
+		if err != nil {
+			return fmt.Errorf("enqueue %s: %w", j.Kind, err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			return nil
+		}
+	}
+	id := j.ID
+	if id == "" {
+		id = core.NewID("job")
+	}
+	payload := []byte(j.Payload)
+	if payload == nil {
+		payload = []byte("null")
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO jobs(id, kind, key, payload, attempt, max_attempts, visible_at, created_at)
+		VALUES (?, ?, ?, ?, 0, ?, ?, ?)`, id, j.Kind, j.Key, payload, j.MaxAttempts, runAt.UnixNano(), now.UnixNano())
+	if err != nil {
+		return fmt.Errorf("enqueue %s: %w", j.Kind, err)
+	}
+	return nil
+}
+
+// nanos converts a stored unix-nanosecond value to UTC time.
+func nanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+// nullNanos converts a nullable stored time.
+func nullNanos(n sql.NullInt64) *time.Time {
+	if !n.Valid {
+		return nil
+	}
+	t := nanos(n.Int64)
+	return &t
+}
+
+// toNull converts an optional time for storage.
+func toNull(t *time.Time) sql.NullInt64 {
+	if t == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixNano(), Valid: true}
+}
