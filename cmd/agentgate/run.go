@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+// usageError is a mistake on the command line (exit code 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func exitCode(err error) int {
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
+const usage = `agentgate — a durable gateway between AI agents and the chat tools teams use.
+
+Usage:
+  agentgate serve [--config FILE] [--addr HOST:PORT] [--data-dir DIR]
+  agentgate migrate [--data-dir DIR]
+  agentgate version
+  agentgate chat AGENT [--session ID] [--user NAME]
+  agentgate approvals list [--status pending|approved|denied|expired|cancelled|all]
+  agentgate approvals approve ID [--reason TEXT] [--as NAME]
+  agentgate approvals deny ID [--reason TEXT] [--as NAME]
+  agentgate runs show ID
+
+Client commands (chat, approvals, runs) talk to a running gateway:
+  --server URL   (env AGENTGATE_URL, default http://127.0.0.1:8080)
+  --api-key KEY  (env AGENTGATE_API_KEY)
+
+Run 'agentgate serve --help' for the server's settings.
+`
+
+// run is the whole program; main only wires the process to it.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return &usageError{"a command is required"}
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return serve(ctx, rest, stdout, stderr)
+	case "migrate":
+		return migrate(ctx, rest, stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "agentgate", buildVersion())
+		return nil
+	case "chat":
+		return chat(ctx, rest, stdin, stdout, stderr)
+	case "approvals":
+		return approvalsCmd(ctx, rest, stdout, stderr)
+	case "runs":
+		return runsCmd(ctx, rest, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return &usageError{fmt.Sprintf("unknown command %q", cmd)}
+}
+
+func buildVersion() string {
+	v := version
+	if info, ok := debug.ReadBuildInfo(); ok {
+		if v == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+			v = info.Main.Version
+		}
+		v += " (" + strings.TrimPrefix(info.GoVersion, "go") + ")"
+	}
+	return v
+}

@@ -1,0 +1,340 @@
+// Package config reads agentgate's YAML configuration: agents, their models
+// and tools, and server settings. `${VAR}` (or `${VAR:-default}`) anywhere in
+// the file expands from the environment before parsing. Errors name the
+// field path and what to fix.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentgate/agentgate/core/tool/schema"
+)
+
+// Config is the whole file.
+type Config struct {
+	Server Server           `yaml:"server"`
+	Agents map[string]Agent `yaml:"agents"`
+	Tools  map[string]Tool  `yaml:"tools"`
+}
+
+// Server holds settings that may also come from flags and the environment;
+// flags win over the environment, which wins over the file.
+type Server struct {
+	// APIKeys are bearer keys for the REST API, added to AGENTGATE_API_KEYS.
+	APIKeys []string `yaml:"api_keys"`
+	// Workers is how many runs advance in parallel. Default 8.
+	Workers int `yaml:"workers"`
+}
+
+// Agent configures one agent.
+type Agent struct {
+	Description  string `yaml:"description"`
+	Instructions string `yaml:"instructions"`
+	Model        Model  `yaml:"model"`
+	// Tools names entries of the top-level tools map.
+	Tools []string `yaml:"tools"`
+	// HistoryRuns is how many earlier runs of the session the model sees.
+	// Default 10; -1 = none.
+	HistoryRuns int `yaml:"history_runs"`
+	// MaxSteps caps the model calls of one run. Default 25.
+	MaxSteps int `yaml:"max_steps"`
+}
+
+// Model selects a model provider.
+type Model struct {
+	// Provider: "openai" (any OpenAI-compatible Chat Completions API: OpenAI,
+	// Ollama, vLLM, OpenRouter, LM Studio) or "demo" (offline, built in).
+	Provider string `yaml:"provider"`
+	// Name of the model, e.g. gpt-4o-mini. Required for openai.
+	Name string `yaml:"name"`
+	// BaseURL of the API; empty = the provider's default.
+	BaseURL string `yaml:"base_url"`
+	// APIKey for the provider; may be empty for local servers.
+	APIKey string `yaml:"api_key"`
+	// Timeout of one model call. Default 120s.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// Tool configures one tool: exactly one of HTTP or Builtin.
+type Tool struct {
+	Description string    `yaml:"description"`
+	HTTP        *HTTPTool `yaml:"http"`
+	// Builtin names a tool compiled into agentgate (see Builtins).
+	Builtin string `yaml:"builtin"`
+	// Parameters is the JSON Schema of the arguments; default: any object.
+	Parameters map[string]any `yaml:"parameters"`
+	Approval   Approval       `yaml:"approval"`
+}
+
+// HTTPTool calls a URL with the JSON arguments as the body.
+type HTTPTool struct {
+	URL string `yaml:"url"`
+	// Method: POST (default), PUT or PATCH.
+	Method string `yaml:"method"`
+	// Timeout of one call. Default 30s.
+	Timeout time.Duration     `yaml:"timeout"`
+	Headers map[string]string `yaml:"headers"`
+}
+
+// Approval makes a tool wait for a human decision.
+type Approval struct {
+	Required bool `yaml:"required"`
+	// Timeout after which a pending approval expires. Default 15m.
+	Timeout time.Duration `yaml:"timeout"`
+	// Approvers who may decide (user ids, group ids, or "requester");
+	// empty = anyone who can reach the approval.
+	Approvers []string `yaml:"approvers"`
+	// ExcludeRequester demands a second person.
+	ExcludeRequester bool `yaml:"exclude_requester"`
+}
+
+// Builtins are the tool names usable as `builtin:`.
+var Builtins = []string{"demo_deploy", "clock"}
+
+// Providers are the accepted model providers.
+var Providers = []string{"openai", "demo"}
+
+// Error lists every problem found in a file.
+type Error struct {
+	File     string
+	Problems []string
+}
+
+func (e *Error) Error() string {
+	prefix := "config"
+	if e.File != "" {
+		prefix = "config " + e.File
+	}
+	if len(e.Problems) == 1 {
+		return prefix + ": " + e.Problems[0]
+	}
+	return prefix + ":\n  " + strings.Join(e.Problems, "\n  ")
+}
+
+// Load reads, expands and validates the file at path.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(b, os.LookupEnv)
+	var ce *Error
+	if errors.As(err, &ce) {
+		ce.File = path
+	}
+	return c, err
+}
+
+var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}`)
+
+// Expand replaces ${VAR} and ${VAR:-default} using lookup; an unset VAR
+// without a default becomes "".
+func Expand(b []byte, lookup func(string) (string, bool)) []byte {
+	return varRef.ReplaceAllFunc(b, func(m []byte) []byte {
+		sub := varRef.FindSubmatch(m)
+		if v, ok := lookup(string(sub[1])); ok && v != "" {
+			return []byte(v)
+		}
+		return sub[2]
+	})
+}
+
+// Parse expands and decodes a file's bytes and validates the result.
+func Parse(b []byte, lookup func(string) (string, bool)) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(Expand(b, lookup)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, &Error{Problems: []string{yamlProblem(err)}}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func yamlProblem(err error) string {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	msg = strings.ReplaceAll(msg, "unmarshal errors:\n  ", "")
+	return msg
+}
+
+var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// Validate checks the configuration and returns an *Error listing every
+// problem, each prefixed with its field path.
+func (c *Config) Validate() error {
+	var p []string
+	add := func(path, format string, args ...any) {
+		p = append(p, path+": "+fmt.Sprintf(format, args...))
+	}
+	if c.Server.Workers < 0 {
+		add("server.workers", "must be 0 (default 8) or more")
+	}
+	for i, k := range c.Server.APIKeys {
+		if len(k) < 16 {
+			add(fmt.Sprintf("server.api_keys[%d]", i), "must be at least 16 characters")
+		}
+	}
+	if len(c.Agents) == 0 {
+		add("agents", "define at least one agent")
+	}
+	for _, name := range sortedKeys(c.Tools) {
+		t := c.Tools[name]
+		path := "tools." + name
+		if !idPattern.MatchString(name) {
+			add(path, "tool names use lowercase letters, digits, _ and - (at most 64)")
+		}
+		switch {
+		case t.HTTP == nil && t.Builtin == "":
+			add(path, "set http (a URL to call) or builtin (one of %s)", strings.Join(Builtins, ", "))
+		case t.HTTP != nil && t.Builtin != "":
+			add(path, "set only one of http and builtin")
+		case t.HTTP != nil:
+			u, err := url.Parse(t.HTTP.URL)
+			if t.HTTP.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				add(path+".http.url", "must be an absolute http(s) URL, got %q", t.HTTP.URL)
+			}
+			if m := strings.ToUpper(t.HTTP.Method); m != "" && m != "POST" && m != "PUT" && m != "PATCH" {
+				add(path+".http.method", "must be POST, PUT or PATCH, got %q", t.HTTP.Method)
+			}
+			if t.HTTP.Timeout < 0 {
+				add(path+".http.timeout", "must be positive, like 10s")
+			}
+		default:
+			if !slices.Contains(Builtins, t.Builtin) {
+				add(path+".builtin", "unknown builtin %q (known: %s)", t.Builtin, strings.Join(Builtins, ", "))
+			}
+		}
+		if t.Parameters != nil {
+			if _, err := schema.Compile(name, t.ParametersJSON()); err != nil {
+				add(path+".parameters", "%v", err)
+			}
+		}
+		if t.Approval.Timeout < 0 {
+			add(path+".approval.timeout", "must be positive, like 15m")
+		}
+		if !t.Approval.Required && (t.Approval.Timeout != 0 || len(t.Approval.Approvers) > 0 || t.Approval.ExcludeRequester) {
+			add(path+".approval.required", "approval settings are given but required is false; set required: true")
+		}
+	}
+	for _, name := range sortedKeys(c.Agents) {
+		a := c.Agents[name]
+		path := "agents." + name
+		if !idPattern.MatchString(name) {
+			add(path, "agent names use lowercase letters, digits, _ and - (at most 64)")
+		}
+		switch a.Model.Provider {
+		case "openai":
+			if a.Model.Name == "" {
+				add(path+".model.name", "required for provider openai (e.g. gpt-4o-mini)")
+			}
+		case "demo":
+		case "":
+			add(path+".model.provider", "required: one of %s", strings.Join(Providers, ", "))
+		default:
+			add(path+".model.provider", "unknown provider %q (known: %s)", a.Model.Provider, strings.Join(Providers, ", "))
+		}
+		if a.Model.BaseURL != "" {
+			u, err := url.Parse(a.Model.BaseURL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				add(path+".model.base_url", "must be an absolute http(s) URL or empty, got %q", a.Model.BaseURL)
+			}
+		}
+		if a.Model.Timeout < 0 {
+			add(path+".model.timeout", "must be positive, like 60s")
+		}
+		if a.HistoryRuns < -1 {
+			add(path+".history_runs", "must be -1 (none), 0 (default 10) or more")
+		}
+		if a.MaxSteps < 0 {
+			add(path+".max_steps", "must be 0 (default 25) or more")
+		}
+		seen := map[string]bool{}
+		for i, tn := range a.Tools {
+			tp := fmt.Sprintf("%s.tools[%d]", path, i)
+			if _, ok := c.Tools[tn]; !ok {
+				add(tp, "unknown tool %q (defined tools: %s)", tn, strings.Join(sortedKeys(c.Tools), ", "))
+			}
+			if seen[tn] {
+				add(tp, "tool %q is listed twice", tn)
+			}
+			seen[tn] = true
+		}
+	}
+	if len(p) > 0 {
+		return &Error{Problems: p}
+	}
+	return nil
+}
+
+// ParametersJSON returns the tool's JSON Schema as JSON (an object schema
+// accepting anything when none is set).
+func (t Tool) ParametersJSON() json.RawMessage {
+	if t.Parameters == nil {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	b, err := json.Marshal(t.Parameters)
+	if err != nil {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	return b
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// Default is the configuration used when no file is given: the offline demo
+// agent with a deploy tool that needs approval.
+func Default() *Config {
+	return &Config{
+		Agents: map[string]Agent{
+			"demo": {
+				Description:  "Offline demo agent: answers without an API key, calls a deploy tool that waits for approval.",
+				Instructions: "You are the agentgate demo agent.",
+				Model:        Model{Provider: "demo"},
+				Tools:        []string{"deploy", "clock"},
+			},
+		},
+		Tools: map[string]Tool{
+			"deploy": {
+				Description: "Deploy a service to an environment (demo: nothing is deployed).",
+				Builtin:     "demo_deploy",
+				Parameters: map[string]any{
+					"type": "object",
+					"properties": map[string]any{
+						"service": map[string]any{"type": "string"},
+						"env":     map[string]any{"type": "string", "enum": []any{"staging", "production"}},
+					},
+					"required": []any{"service", "env"},
+				},
+				Approval: Approval{Required: true, Timeout: 15 * time.Minute},
+			},
+			"clock": {
+				Description: "Tell the current time in UTC.",
+				Builtin:     "clock",
+				Parameters:  map[string]any{"type": "object"},
+			},
+		},
+	}
+}

@@ -1,0 +1,738 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentgate/agentgate/core/tool/schema"
+)
+
+// Observer receives engine measurements (Prometheus in production). Every
+// method must be cheap and safe for concurrent use.
+type Observer interface {
+	RunFinished(status RunStatus)
+	// ToolResumed is the time from an approval decision to the approved
+	// tool call starting.
+	ToolResumed(d time.Duration)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) RunFinished(RunStatus)     {}
+func (nopObserver) ToolResumed(time.Duration) {}
+
+// EngineConfig configures an Engine. Store, Queue and Agents are required.
+type EngineConfig struct {
+	Store  Store
+	Queue  Queue
+	Agents map[string]*Agent
+	Hub    *Hub // default: a new hub
+	Clock  Clock
+	Logger *slog.Logger
+	// Observer of measurements; default none.
+	Observer Observer
+	// NodeID names this process in run claims and queue leases. A restarted
+	// node that keeps its id takes its runs back at once. Default "local".
+	NodeID string
+	// Workers is the number of runs advanced in parallel. Default 8.
+	Workers int
+	// ClaimTTL is how long a run claim and a job lease last without a
+	// heartbeat; a crashed node's runs are taken over after it. Default 30s.
+	ClaimTTL time.Duration
+}
+
+// Engine advances runs from their journal: it calls the model, journals its
+// answer before acting on it, runs tools with a stable idempotency key,
+// pauses for approvals and finishes runs. Runs of one session advance one at
+// a time, in order; runs of different sessions in parallel.
+type Engine struct {
+	cfg EngineConfig
+	log *slog.Logger
+
+	mu      sync.Mutex
+	running map[string]chan struct{}      // runs advanced by a local worker; closed when done
+	cancels map[string]context.CancelFunc // to stop a local run on cancel
+}
+
+// NewEngine checks cfg and fills its defaults.
+func NewEngine(cfg EngineConfig) (*Engine, error) {
+	if cfg.Store == nil || cfg.Queue == nil {
+		return nil, errors.New("engine: store and queue are required")
+	}
+	if len(cfg.Agents) == 0 {
+		return nil, errors.New("engine: at least one agent is required")
+	}
+	if cfg.Hub == nil {
+		cfg.Hub = &Hub{}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
+	if cfg.NodeID == "" {
+		cfg.NodeID = "local"
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 8
+	}
+	if cfg.ClaimTTL <= 0 {
+		cfg.ClaimTTL = 30 * time.Second
+	}
+	return &Engine{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		running: make(map[string]chan struct{}),
+		cancels: make(map[string]context.CancelFunc),
+	}, nil
+}
+
+// Hub returns the engine's update hub.
+func (e *Engine) Hub() *Hub { return e.cfg.Hub }
+
+// Agent returns the agent called id.
+func (e *Engine) Agent(id string) (*Agent, bool) {
+	a, ok := e.cfg.Agents[id]
+	return a, ok
+}
+
+// Agents returns the configured agents sorted by id.
+func (e *Engine) Agents() []*Agent {
+	out := make([]*Agent, 0, len(e.cfg.Agents))
+	for _, a := range e.cfg.Agents {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b *Agent) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// SubmitRequest is a new input for an agent.
+type SubmitRequest struct {
+	AgentID string
+	Input   string
+	// SessionID continues a session; empty starts a new one.
+	SessionID string
+	UserID    string
+	Type      RunType // default api
+	Binding   Binding
+	RoutineID string
+}
+
+// InputError is a request the caller must fix.
+type InputError struct{ Msg string }
+
+func (e *InputError) Error() string { return e.Msg }
+
+// Submit stores a new run (and its session) and enqueues it.
+func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (Run, error) {
+	if _, ok := e.cfg.Agents[req.AgentID]; !ok {
+		return Run{}, fmt.Errorf("agent %q: %w", req.AgentID, ErrNotFound)
+	}
+	if strings.TrimSpace(req.Input) == "" {
+		return Run{}, &InputError{Msg: "input: must not be empty"}
+	}
+	now := e.cfg.Clock.Now().UTC()
+	sid := req.SessionID
+	if sid == "" {
+		sid = NewID("ses")
+	}
+	if req.Type == "" {
+		req.Type = RunTypeAPI
+	}
+	run := Run{
+		ID: NewID("run"), SessionID: sid, AgentID: req.AgentID, UserID: req.UserID,
+		Type: req.Type, Status: RunQueued, RoutineID: req.RoutineID, Input: req.Input, CreatedAt: now,
+	}
+	ev := NewEvent(EventUserMessage, UserMessage{Text: req.Input, UserID: req.UserID})
+	ev.CreatedAt = now
+	created, err := e.cfg.Store.CreateRun(ctx, NewRun{
+		Session: Session{ID: sid, AgentID: req.AgentID, UserID: req.UserID, Binding: req.Binding,
+			Title: title(req.Input), CreatedAt: now, UpdatedAt: now},
+		Run:    run,
+		Events: []Event{ev},
+	})
+	if err != nil {
+		return Run{}, fmt.Errorf("submit: %w", err)
+	}
+	return created, nil
+}
+
+func title(input string) string {
+	t := strings.Join(strings.Fields(input), " ")
+	if r := []rune(t); len(r) > 80 {
+		t = string(r[:79]) + "…"
+	}
+	return t
+}
+
+// Cancel cancels a run that has not finished, wherever it is running, and
+// its pending approvals.
+func (e *Engine) Cancel(ctx context.Context, id, by, reason string) (Run, error) {
+	run, err := e.cfg.Store.CancelRun(ctx, id, Cancel{By: by, Reason: reason, At: e.cfg.Clock.Now().UTC()})
+	if err != nil {
+		return run, err
+	}
+	e.mu.Lock()
+	if cancel, ok := e.cancels[id]; ok {
+		cancel()
+	}
+	e.mu.Unlock()
+	e.cfg.Observer.RunFinished(RunCancelled)
+	e.cfg.Hub.Changed(id)
+	return run, nil
+}
+
+// Start makes the queued and running runs left by an earlier process
+// runnable again, then runs the worker pool until ctx ends. In-flight runs
+// are interrupted at ctx's end and resume from their journal later.
+func (e *Engine) Start(ctx context.Context) error {
+	if n, err := e.cfg.Queue.Recover(ctx, e.cfg.NodeID); err != nil {
+		return fmt.Errorf("engine: recover jobs: %w", err)
+	} else if n > 0 {
+		e.log.Info("recovered leased jobs", "node", e.cfg.NodeID, "jobs", n)
+	}
+	if n, err := e.cfg.Store.RequeueActive(ctx); err != nil {
+		return fmt.Errorf("engine: requeue active runs: %w", err)
+	} else if n > 0 {
+		e.log.Info("resuming runs", "runs", n)
+	}
+	var wg sync.WaitGroup
+	for range e.cfg.Workers {
+		wg.Go(func() { e.work(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+func (e *Engine) work(ctx context.Context) {
+	for {
+		job, err := e.cfg.Queue.Dequeue(ctx, e.cfg.NodeID, e.cfg.ClaimTTL)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			e.log.Error("dequeue", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		e.handle(ctx, job)
+	}
+}
+
+// handle processes one job; a failure is retried with backoff, and a job that
+// exhausts its attempts fails its run.
+func (e *Engine) handle(ctx context.Context, job Job) {
+	jctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go e.heartbeat(jctx, func(ctx context.Context) error {
+		return e.cfg.Queue.Extend(ctx, job, e.cfg.ClaimTTL)
+	}, stop)
+
+	var err error
+	var runID string
+	switch job.Kind {
+	case JobRun:
+		var p RunJob
+		if err = json.Unmarshal(job.Payload, &p); err == nil {
+			runID = p.RunID
+			err = e.advance(jctx, p.RunID)
+		}
+	default:
+		err = fmt.Errorf("unknown job kind %q", job.Kind)
+	}
+	if ctx.Err() != nil {
+		return // shutting down: the lease expires or Recover hands the job back
+	}
+	if err == nil {
+		if aerr := e.cfg.Queue.Ack(ctx, job); aerr != nil && !errors.Is(aerr, ErrLeaseLost) {
+			e.log.Error("ack job", "job", job.ID, "err", aerr)
+		}
+		return
+	}
+	dead, ferr := e.cfg.Queue.Fail(ctx, job, err.Error(), 0)
+	if ferr != nil {
+		e.log.Error("fail job", "job", job.ID, "err", ferr)
+		return
+	}
+	e.log.Warn("run step failed", "run", runID, "attempt", job.Attempt, "dead", dead, "err", err)
+	if dead && runID != "" {
+		msg := fmt.Sprintf("gave up after %d attempts: %v", job.Attempt, err)
+		e.finish(ctx, runID, "", RunFailed, "", msg, Usage{})
+	}
+}
+
+// heartbeat calls extend every third of the claim TTL until ctx ends; when
+// extend fails the work is stopped.
+func (e *Engine) heartbeat(ctx context.Context, extend func(context.Context) error, stop func()) {
+	t := time.NewTicker(e.cfg.ClaimTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := extend(ctx); err != nil && ctx.Err() == nil {
+				e.log.Warn("lost lease", "err", err)
+				stop()
+				return
+			}
+		}
+	}
+}
+
+// lockRun serializes local workers on one run: a second job for a run that a
+// local worker is advancing waits for it rather than being dropped.
+func (e *Engine) lockRun(ctx context.Context, id string) (func(), error) {
+	for {
+		e.mu.Lock()
+		ch, busy := e.running[id]
+		if !busy {
+			done := make(chan struct{})
+			e.running[id] = done
+			e.mu.Unlock()
+			return func() {
+				e.mu.Lock()
+				delete(e.running, id)
+				e.mu.Unlock()
+				close(done)
+			}, nil
+		}
+		e.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// advance moves run id forward until it pauses, finishes or fails a step.
+func (e *Engine) advance(ctx context.Context, id string) error {
+	unlock, err := e.lockRun(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	st := e.cfg.Store
+	run, err := st.GetRun(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil // nothing to do for a run that does not exist
+	}
+	if err != nil {
+		return err
+	}
+	if run.Status.Terminal() || run.Status == RunPaused {
+		return nil
+	}
+	head, err := st.SessionHead(ctx, run.SessionID)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	if head.ID != run.ID {
+		return nil // an earlier run of the session goes first; finishing it enqueues this one
+	}
+	agent, ok := e.cfg.Agents[run.AgentID]
+	if !ok {
+		e.finish(ctx, id, "", RunFailed, "", fmt.Sprintf("agent %q is not configured", run.AgentID), Usage{})
+		return nil
+	}
+
+	now := e.cfg.Clock.Now().UTC()
+	var startEvents []Event
+	if run.Status == RunQueued {
+		ev := NewEvent(EventStatus, StatusChange{Status: RunRunning})
+		ev.CreatedAt = now
+		startEvents = []Event{ev}
+	}
+	run, err = st.ClaimRun(ctx, id, e.cfg.NodeID, now, now.Add(e.cfg.ClaimTTL), startEvents)
+	switch {
+	case errors.Is(err, ErrClaimed), errors.Is(err, ErrRunPaused), errors.Is(err, ErrRunFinished):
+		return nil // another node drives it, or it stopped meanwhile
+	case err != nil:
+		return err
+	}
+	if len(startEvents) > 0 {
+		e.cfg.Hub.Changed(id)
+	}
+
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	e.mu.Lock()
+	e.cancels[id] = cancel
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.cancels, id)
+		e.mu.Unlock()
+	}()
+	go e.heartbeat(rctx, func(ctx context.Context) error {
+		return st.ExtendClaim(ctx, id, e.cfg.NodeID, e.cfg.Clock.Now().Add(e.cfg.ClaimTTL))
+	}, cancel)
+
+	r := &runner{e: e, agent: agent, run: run}
+	err = r.loop(rctx)
+	if errors.Is(err, ErrRunFinished) || errors.Is(err, ErrClaimLost) {
+		return nil // cancelled or taken over: nothing more for us to do
+	}
+	if err != nil && rctx.Err() != nil && ctx.Err() == nil {
+		// Stopped by a cancel or a lost claim, not by shutdown.
+		return nil
+	}
+	return err
+}
+
+// finish closes a run and announces it. Errors are logged: the run stays
+// active in the store and is retried.
+func (e *Engine) finish(ctx context.Context, id, owner string, status RunStatus, output, errMsg string, usage Usage) error {
+	ev := NewEvent(EventStatus, StatusChange{Status: status, Error: errMsg})
+	now := e.cfg.Clock.Now().UTC()
+	ev.CreatedAt = now
+	_, err := e.cfg.Store.FinishRun(ctx, id, owner, Finish{
+		Status: status, Output: output, Error: errMsg, Usage: usage, At: now, Events: []Event{ev},
+	})
+	if err != nil {
+		if !errors.Is(err, ErrRunFinished) {
+			e.log.Error("finish run", "run", id, "err", err)
+		}
+		return err
+	}
+	e.cfg.Observer.RunFinished(status)
+	e.cfg.Hub.Changed(id)
+	return nil
+}
+
+// runner advances one claimed run.
+type runner struct {
+	e     *Engine
+	agent *Agent
+	run   Run
+	state journalState
+}
+
+// journalState is the fold of a run's journal.
+type journalState struct {
+	events    []Event
+	responses int            // model responses so far
+	last      *ModelResponse // latest model response
+	results   map[string]ToolResult
+	started   map[string]bool
+	requested map[string]ApprovalRequested // by tool call id
+	decided   map[string]decidedAt         // by approval id
+	usage     Usage
+}
+
+type decidedAt struct {
+	ApprovalDecided
+	at time.Time
+}
+
+func (s *journalState) apply(ev Event) error {
+	s.events = append(s.events, ev)
+	switch ev.Type {
+	case EventModelResponse:
+		var m ModelResponse
+		if err := json.Unmarshal(ev.Data, &m); err != nil {
+			return fmt.Errorf("journal seq %d: %w", ev.Seq, err)
+		}
+		s.responses++
+		s.last = &m
+		s.usage = s.usage.Add(m.Usage)
+	case EventToolStarted:
+		var t ToolStarted
+		if err := json.Unmarshal(ev.Data, &t); err != nil {
+			return fmt.Errorf("journal seq %d: %w", ev.Seq, err)
+		}
+		s.started[t.ToolCallID] = true
+	case EventToolResult:
+		var t ToolResult
+		if err := json.Unmarshal(ev.Data, &t); err != nil {
+			return fmt.Errorf("journal seq %d: %w", ev.Seq, err)
+		}
+		s.results[t.ToolCallID] = t
+	case EventApprovalRequested:
+		var a ApprovalRequested
+		if err := json.Unmarshal(ev.Data, &a); err != nil {
+			return fmt.Errorf("journal seq %d: %w", ev.Seq, err)
+		}
+		s.requested[a.ToolCallID] = a
+	case EventApprovalDecided:
+		var d ApprovalDecided
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return fmt.Errorf("journal seq %d: %w", ev.Seq, err)
+		}
+		s.decided[d.ApprovalID] = decidedAt{ApprovalDecided: d, at: ev.CreatedAt}
+	}
+	return nil
+}
+
+func (r *runner) load(ctx context.Context) error {
+	evs, err := r.e.cfg.Store.Events(ctx, r.run.ID, 0, 0)
+	if err != nil {
+		return err
+	}
+	r.state = journalState{
+		results:   map[string]ToolResult{},
+		started:   map[string]bool{},
+		requested: map[string]ApprovalRequested{},
+		decided:   map[string]decidedAt{},
+	}
+	for _, ev := range evs {
+		if err := r.state.apply(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// append journals events (the journal comes first) and folds them in.
+func (r *runner) append(ctx context.Context, evs ...Event) error {
+	now := r.e.cfg.Clock.Now().UTC()
+	for i := range evs {
+		evs[i].CreatedAt = now
+	}
+	stored, err := r.e.cfg.Store.AppendEvents(ctx, r.run.ID, r.e.cfg.NodeID, evs)
+	if err != nil {
+		return err
+	}
+	for _, ev := range stored {
+		if err := r.state.apply(ev); err != nil {
+			return err
+		}
+	}
+	r.e.cfg.Hub.Changed(r.run.ID)
+	return nil
+}
+
+// loop takes one step at a time until the run pauses or finishes.
+func (r *runner) loop(ctx context.Context) error {
+	if err := r.load(ctx); err != nil {
+		return err
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		done, err := r.step(ctx)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// step performs the next action the journal calls for; done means the run
+// paused or finished.
+func (r *runner) step(ctx context.Context) (done bool, err error) {
+	s := &r.state
+	if s.last != nil && len(s.last.ToolCalls) == 0 {
+		return true, r.e.finish(ctx, r.run.ID, r.e.cfg.NodeID, RunCompleted, s.last.Text, "", s.usage)
+	}
+	if s.last != nil {
+		for _, call := range s.last.ToolCalls {
+			if _, ok := s.results[call.ID]; ok {
+				continue
+			}
+			return r.toolStep(ctx, call)
+		}
+	}
+	// No answer yet, or every tool call has its result: ask the model.
+	if s.responses >= r.agent.maxSteps() {
+		msg := fmt.Sprintf("stopped after %d model calls (max_steps)", s.responses)
+		return true, r.e.finish(ctx, r.run.ID, r.e.cfg.NodeID, RunFailed, "", msg, s.usage)
+	}
+	return false, r.callModel(ctx)
+}
+
+func (r *runner) callModel(ctx context.Context) error {
+	req, err := r.modelRequest(ctx)
+	if err != nil {
+		return err
+	}
+	hub := r.e.cfg.Hub
+	resp, err := r.agent.Model.Generate(ctx, req, func(text string) {
+		hub.Publish(Update{RunID: r.run.ID, Delta: text})
+	})
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	for i, c := range resp.ToolCalls {
+		if c.ID == "" {
+			resp.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", r.state.responses+1, i)
+		}
+		if len(c.Arguments) == 0 {
+			resp.ToolCalls[i].Arguments = json.RawMessage("{}")
+		}
+	}
+	return r.append(ctx, NewEvent(EventModelResponse, resp))
+}
+
+// modelRequest builds the conversation: earlier runs of the session (input
+// and answer), then this run's journal.
+func (r *runner) modelRequest(ctx context.Context) (ModelRequest, error) {
+	req := ModelRequest{Instructions: r.agent.Instructions}
+	for _, t := range r.agent.Tools {
+		req.Tools = append(req.Tools, t.Spec)
+	}
+	if n := r.agent.historyRuns(); n > 0 {
+		hist, err := r.e.cfg.Store.SessionHistory(ctx, r.run.SessionID, r.run.ID, n)
+		if err != nil {
+			return req, err
+		}
+		for _, h := range hist {
+			req.Messages = append(req.Messages,
+				Message{Role: RoleUser, Content: h.Input},
+				Message{Role: RoleAssistant, Content: h.Output})
+		}
+	}
+	for _, ev := range r.state.events {
+		switch ev.Type {
+		case EventUserMessage:
+			var m UserMessage
+			if err := json.Unmarshal(ev.Data, &m); err != nil {
+				return req, err
+			}
+			req.Messages = append(req.Messages, Message{Role: RoleUser, Content: m.Text})
+		case EventModelResponse:
+			var m ModelResponse
+			if err := json.Unmarshal(ev.Data, &m); err != nil {
+				return req, err
+			}
+			req.Messages = append(req.Messages, Message{Role: RoleAssistant, Content: m.Text, ToolCalls: m.ToolCalls})
+		case EventToolResult:
+			var t ToolResult
+			if err := json.Unmarshal(ev.Data, &t); err != nil {
+				return req, err
+			}
+			req.Messages = append(req.Messages, Message{Role: RoleTool, Content: t.Content, ToolCallID: t.ToolCallID, Name: t.Tool})
+		}
+	}
+	return req, nil
+}
+
+// toolStep advances one tool call: refuse, ask for approval, or execute.
+func (r *runner) toolStep(ctx context.Context, call ToolCall) (bool, error) {
+	s := &r.state
+	result := func(content string) (bool, error) {
+		return false, r.append(ctx, NewEvent(EventToolResult, ToolResult{
+			ToolCallID: call.ID, Tool: call.Name, Content: content, IsError: true,
+		}))
+	}
+	tool, ok := r.agent.Tool(call.Name)
+	if !ok {
+		return result(fmt.Sprintf("error: there is no tool named %q; available tools: %s", call.Name, r.toolNames()))
+	}
+	if tool.Validate != nil {
+		if err := tool.Validate(call.Arguments); err != nil {
+			return result("error: " + err.Error() + ". Fix the arguments and call the tool again.")
+		}
+	}
+	args := call.Arguments
+	if tool.Approval.Required {
+		req, asked := s.requested[call.ID]
+		if !asked {
+			return true, r.requestApproval(ctx, call, tool)
+		}
+		d, decided := s.decided[req.ApprovalID]
+		if !decided {
+			return false, fmt.Errorf("run %s: approval %s has no decision in the journal", r.run.ID, req.ApprovalID)
+		}
+		switch d.Status {
+		case ApprovalApproved:
+			args = req.Arguments // exactly what was approved
+			if !s.started[call.ID] {
+				r.e.cfg.Observer.ToolResumed(r.e.cfg.Clock.Now().Sub(d.at))
+			}
+		case ApprovalDenied:
+			msg := "The call was denied"
+			if d.DecidedBy != "" {
+				msg += " by " + d.DecidedBy
+			}
+			if d.Reason != "" {
+				msg += ": " + d.Reason
+			}
+			return result(msg + ". The tool did not run.")
+		case ApprovalExpired:
+			return result("The approval request expired before anyone decided. The tool did not run.")
+		default:
+			return result(fmt.Sprintf("The approval was %s. The tool did not run.", d.Status))
+		}
+	}
+	return false, r.execute(ctx, call, tool, args)
+}
+
+func (r *runner) toolNames() string {
+	names := make([]string, 0, len(r.agent.Tools))
+	for _, t := range r.agent.Tools {
+		names = append(names, t.Spec.Name)
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// execute runs the tool at least once under the stable key run_id:call_id and
+// journals its result once.
+func (r *runner) execute(ctx context.Context, call ToolCall, tool *AgentTool, args json.RawMessage) error {
+	key := r.run.ID + ":" + call.ID
+	if !r.state.started[call.ID] {
+		if err := r.append(ctx, NewEvent(EventToolStarted, ToolStarted{
+			ToolCallID: call.ID, Tool: call.Name, IdempotencyKey: key,
+		})); err != nil {
+			return err
+		}
+	}
+	content, err := tool.Tool.Call(ctx, args, key)
+	res := ToolResult{ToolCallID: call.ID, Tool: call.Name, Content: content}
+	var terr *ToolError
+	switch {
+	case errors.As(err, &terr):
+		res.Content, res.IsError = "error: "+terr.Message, true
+	case err != nil:
+		return fmt.Errorf("tool %s: %w", call.Name, err) // retried with the same key
+	}
+	return r.append(ctx, NewEvent(EventToolResult, res))
+}
+
+// requestApproval pauses the run on a new approval for call.
+func (r *runner) requestApproval(ctx context.Context, call ToolCall, tool *AgentTool) error {
+	canon, err := schema.Canonical(call.Arguments)
+	if err != nil {
+		return fmt.Errorf("canonical arguments: %w", err)
+	}
+	now := r.e.cfg.Clock.Now().UTC()
+	timeout := tool.Approval.Timeout
+	if timeout <= 0 {
+		timeout = 15 * time.Minute
+	}
+	a := Approval{
+		ID: NewID("apr"), RunID: r.run.ID, SessionID: r.run.SessionID, ToolCallID: call.ID, Tool: call.Name,
+		Arguments: canon, ArgsSHA256: schema.SHA256(canon), Policy: tool.Approval.Policy,
+		RequestedBy: r.run.UserID, Status: ApprovalPending, CreatedAt: now, ExpiresAt: now.Add(timeout),
+	}
+	req := NewEvent(EventApprovalRequested, ApprovalRequested{
+		ApprovalID: a.ID, ToolCallID: call.ID, Tool: call.Name, Arguments: canon, ExpiresAt: a.ExpiresAt,
+	})
+	paused := NewEvent(EventStatus, StatusChange{Status: RunPaused})
+	req.CreatedAt, paused.CreatedAt = now, now
+	if _, err := r.e.cfg.Store.PauseRun(ctx, r.run.ID, r.e.cfg.NodeID, a, []Event{req, paused}); err != nil {
+		return err
+	}
+	r.e.cfg.Hub.Changed(r.run.ID)
+	return nil
+}

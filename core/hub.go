@@ -1,0 +1,72 @@
+package core
+
+import "sync"
+
+// Update is a live notification about a run: either a text fragment the
+// model is streaming (Delta) or a signal that the run's journal or status
+// changed (Changed; read the store for what). Updates are best effort and not
+// durable: a subscriber that falls behind loses deltas, never journal entries,
+// which it reads from the store.
+type Update struct {
+	RunID   string
+	Delta   string
+	Changed bool
+}
+
+// Hub fans out run updates to in-process subscribers (SSE streams, waiting
+// API calls, chat renderers). The zero value is ready to use.
+type Hub struct {
+	mu   sync.Mutex
+	subs map[string]map[chan Update]struct{}
+}
+
+// Subscribe returns a channel of updates for run id and a function that ends
+// the subscription. The channel is buffered; slow readers lose deltas.
+func (h *Hub) Subscribe(id string) (<-chan Update, func()) {
+	ch := make(chan Update, 256)
+	h.mu.Lock()
+	if h.subs == nil {
+		h.subs = make(map[string]map[chan Update]struct{})
+	}
+	if h.subs[id] == nil {
+		h.subs[id] = make(map[chan Update]struct{})
+	}
+	h.subs[id][ch] = struct{}{}
+	h.mu.Unlock()
+	return ch, func() {
+		h.mu.Lock()
+		delete(h.subs[id], ch)
+		if len(h.subs[id]) == 0 {
+			delete(h.subs, id)
+		}
+		h.mu.Unlock()
+	}
+}
+
+// Publish sends u to the subscribers of u.RunID without blocking. A Changed
+// update is never dropped: when a buffer is full, the oldest entry gives way.
+func (h *Hub) Publish(u Update) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs[u.RunID] {
+		select {
+		case ch <- u:
+			continue
+		default:
+		}
+		if !u.Changed {
+			continue
+		}
+		select { // make room for the change signal
+		case <-ch:
+		default:
+		}
+		select {
+		case ch <- u:
+		default:
+		}
+	}
+}
+
+// Changed announces that run id's journal or status changed.
+func (h *Hub) Changed(id string) { h.Publish(Update{RunID: id, Changed: true}) }

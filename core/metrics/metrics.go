@@ -1,0 +1,107 @@
+// Package metrics exposes the gateway's Prometheus metrics: runs by status,
+// queue depth, approvals by outcome and decision-to-resume latency.
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agentgate/agentgate/core"
+)
+
+// Metrics is a registry with agentgate's metrics. It implements
+// core.Observer and approval.Observer.
+type Metrics struct {
+	reg       *prometheus.Registry
+	finished  *prometheus.CounterVec
+	decisions *prometheus.CounterVec
+	resume    prometheus.Histogram
+}
+
+// New registers the metrics. Store and queue are read at scrape time for the
+// runs-by-status and queue-depth gauges.
+func New(store core.Store, queue core.Queue, log *slog.Logger) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentgate_runs_finished_total", Help: "Runs finished by this process, by final status.",
+		}, []string{"status"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentgate_approvals_decided_total", Help: "Approval decisions made through this process, by outcome.",
+		}, []string{"outcome"}),
+		resume: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "agentgate_approval_resume_seconds",
+			Help:    "Time from an approval decision to the approved tool call starting.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+	}
+	m.reg.MustRegister(m.finished, m.decisions, m.resume,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&storeCollector{store: store, queue: queue, log: log})
+	return m
+}
+
+// Handler serves /metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// RunFinished counts a finished run.
+func (m *Metrics) RunFinished(s core.RunStatus) { m.finished.WithLabelValues(string(s)).Inc() }
+
+// ToolResumed observes decision-to-tool latency.
+func (m *Metrics) ToolResumed(d time.Duration) { m.resume.Observe(d.Seconds()) }
+
+// ApprovalDecided counts a decision.
+func (m *Metrics) ApprovalDecided(s core.ApprovalStatus) {
+	m.decisions.WithLabelValues(string(s)).Inc()
+}
+
+var (
+	runsDesc      = prometheus.NewDesc("agentgate_runs", "Runs in the store, by status.", []string{"status"}, nil)
+	approvalsDesc = prometheus.NewDesc("agentgate_approvals", "Approvals in the store, by status.", []string{"status"}, nil)
+	depthDesc     = prometheus.NewDesc("agentgate_queue_depth", "Jobs waiting, delayed or in flight (not dead-lettered).", nil, nil)
+)
+
+// storeCollector reads counts from the store at scrape time.
+type storeCollector struct {
+	store core.Store
+	queue core.Queue
+	log   *slog.Logger
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- runsDesc
+	ch <- approvalsDesc
+	ch <- depthDesc
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if runs, err := c.store.CountRuns(ctx); err == nil {
+		for _, s := range []core.RunStatus{core.RunQueued, core.RunRunning, core.RunPaused, core.RunCompleted, core.RunFailed, core.RunCancelled} {
+			ch <- prometheus.MustNewConstMetric(runsDesc, prometheus.GaugeValue, float64(runs[s]), string(s))
+		}
+	} else {
+		c.log.Warn("metrics: count runs", "err", err)
+	}
+	if aps, err := c.store.CountApprovals(ctx); err == nil {
+		for _, s := range []core.ApprovalStatus{core.ApprovalPending, core.ApprovalApproved, core.ApprovalDenied, core.ApprovalExpired, core.ApprovalCancelled} {
+			ch <- prometheus.MustNewConstMetric(approvalsDesc, prometheus.GaugeValue, float64(aps[s]), string(s))
+		}
+	} else {
+		c.log.Warn("metrics: count approvals", "err", err)
+	}
+	if d, err := c.queue.Depth(ctx); err == nil {
+		ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(d))
+	} else {
+		c.log.Warn("metrics: queue depth", "err", err)
+	}
+}

@@ -1,0 +1,852 @@
+// Package queuetest is the conformance suite every core.Queue implementation
+// runs (the embedded SQLite queue, Redis Streams). It uses only the
+// core.Queue interface and a FakeClock that the tests advance explicitly.
+//
+// The queue under test must be configured with:
+//   - the FakeClock passed to the harness as its clock, for due times,
+//     leases and retries;
+//   - a default backoff of exactly 1s·2^(attempt-1) (sqlite.DefaultBackoff);
+//   - a default MaxAttempts of 5;
+//   - a short poll interval (tens of milliseconds) for noticing due jobs
+//     that no Enqueue announced, so the blocking tests finish quickly.
+//
+// A waiting Dequeue must read the clock each time it looks for a due job
+// (the blocking tests use FakeClock.NextNow to know it has looked).
+package queuetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentgate/agentgate/core"
+)
+
+// FakeClock is a core.Clock that moves only when a test says so. It is safe
+// for concurrent use.
+type FakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []chan struct{}
+}
+
+var _ core.Clock = (*FakeClock)(nil)
+
+// NewFakeClock returns a clock stopped at t.
+func NewFakeClock(t time.Time) *FakeClock { return &FakeClock{now: t} }
+
+// Now returns the clock's current time.
+func (c *FakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.waiters {
+		close(w)
+	}
+	c.waiters = nil
+	return c.now
+}
+
+// NextNow returns a channel that is closed by the next call of Now. A test
+// that starts a Dequeue and then waits on it knows the Dequeue has looked at
+// the queue (at the time Now returned) and found nothing due.
+func (c *FakeClock) NextNow() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := make(chan struct{})
+	c.waiters = append(c.waiters, w)
+	return w
+}
+
+// Advance moves the clock forward by d.
+func (c *FakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// Set moves the clock to t.
+func (c *FakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// Start is where every subtest's FakeClock starts (whole seconds, UTC, so
+// backends that store coarser times still compare equal).
+var Start = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// NewQueue opens an empty queue for one subtest, using clock. It registers
+// its own cleanup with t. reopen closes the queue and opens the same storage
+// again, returning the new handle (the old one is not used afterwards); nil
+// skips the subtests that need it.
+type NewQueue func(t *testing.T, clock *FakeClock) (q core.Queue, reopen func() core.Queue)
+
+// waitLimit bounds how long a test waits for a blocked Dequeue before it
+// declares the queue stuck. It is a failure guard, not synchronisation.
+const waitLimit = 10 * time.Second
+
+// lease is long enough that no test's clock moves reach it by accident.
+const lease = time.Hour
+
+// Run runs the conformance suite against the queues newQueue opens. Each
+// subtest gets a fresh queue and clock and runs in parallel with the others.
+func Run(t *testing.T, newQueue NewQueue) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, h *harness)
+	}{
+		{"DeliversAllFields", testDeliversAllFields},
+		{"EmptyQueue", testEmptyQueue},
+		{"FIFO", testFIFO},
+		{"DueOrder", testDueOrder},
+		{"Delayed", testDelayed},
+		{"RunAtInPastIsDue", testRunAtInPast},
+		{"LeaseHidesJob", testLeaseHidesJob},
+		{"LeaseExpiryRedelivers", testLeaseExpiryRedelivers},
+		{"Extend", testExtend},
+		{"Ack", testAck},
+		{"FailBackoff", testFailBackoff},
+		{"FailRetryAfter", testFailRetryAfter},
+		{"FailReleasesLease", testFailReleasesLease},
+		{"DeadLetterAfterFails", testDeadLetterAfterFails},
+		{"DeadLetterAfterLeaseExpiries", testDeadLetterAfterLeaseExpiries},
+		{"PerJobMaxAttempts", testPerJobMaxAttempts},
+		{"DeadLettersOrderAndLimit", testDeadLettersOrderAndLimit},
+		{"KeyCoalescesWaiting", testKeyCoalescesWaiting},
+		{"KeyCoalesceMovesEarlier", testKeyCoalesceMovesEarlier},
+		{"KeyNotCoalescedWhileDelivered", testKeyNotCoalescedWhileDelivered},
+		{"Recover", testRecover},
+		{"DequeueWakesOnEnqueue", testDequeueWakesOnEnqueue},
+		{"DequeueWaitsForDelayed", testDequeueWaitsForDelayed},
+		{"DequeueWaitsForExpiredLease", testDequeueWaitsForExpiredLease},
+		{"DequeueCancel", testDequeueCancel},
+		{"ConcurrentConsumers", testConcurrentConsumers},
+		{"SurvivesReopen", testSurvivesReopen},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clock := NewFakeClock(Start)
+			q, reopen := newQueue(t, clock)
+			tt.fn(t, &harness{t: t, q: q, reopen: reopen, clock: clock})
+		})
+	}
+}
+
+// harness bundles one subtest's queue and clock with assertion helpers.
+type harness struct {
+	t      *testing.T
+	q      core.Queue
+	reopen func() core.Queue
+	clock  *FakeClock
+}
+
+// payload is the JSON payload that names test job n.
+func payload(n int) json.RawMessage { return json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)) }
+
+func (h *harness) enqueue(j core.Job) {
+	h.t.Helper()
+	if err := h.q.Enqueue(h.t.Context(), j); err != nil {
+		h.t.Fatalf("Enqueue(%s): %v", j.Payload, err)
+	}
+}
+
+// enqueueN enqueues jobs with payloads 1..n in order.
+func (h *harness) enqueueN(n int) {
+	h.t.Helper()
+	for i := 1; i <= n; i++ {
+		h.enqueue(core.Job{Kind: "test", Payload: payload(i)})
+	}
+}
+
+// next dequeues a job that must be due.
+func (h *harness) next(consumer string, lease time.Duration) core.Job {
+	h.t.Helper()
+	j, ok, err := h.q.TryDequeue(h.t.Context(), consumer, lease)
+	if err != nil {
+		h.t.Fatalf("TryDequeue: %v", err)
+	}
+	if !ok {
+		h.t.Fatalf("TryDequeue at %s: no job due, want one", h.clock.Now().Format(time.RFC3339Nano))
+	}
+	return j
+}
+
+// nextPayload dequeues a job that must be due and carry payload p.
+func (h *harness) nextPayload(consumer string, p json.RawMessage) core.Job {
+	h.t.Helper()
+	j := h.next(consumer, lease)
+	if string(j.Payload) != string(p) {
+		h.t.Fatalf("delivered %s, want %s", j.Payload, p)
+	}
+	return j
+}
+
+// none asserts that no job is due.
+func (h *harness) none() {
+	h.t.Helper()
+	j, ok, err := h.q.TryDequeue(h.t.Context(), "probe", lease)
+	if err != nil {
+		h.t.Fatalf("TryDequeue: %v", err)
+	}
+	if ok {
+		h.t.Fatalf("TryDequeue at %s delivered %s (attempt %d), want nothing due",
+			h.clock.Now().Format(time.RFC3339Nano), j.Payload, j.Attempt)
+	}
+}
+
+func (h *harness) ack(j core.Job) {
+	h.t.Helper()
+	if err := h.q.Ack(h.t.Context(), j); err != nil {
+		h.t.Fatalf("Ack(%s): %v", j.Payload, err)
+	}
+}
+
+func (h *harness) fail(j core.Job, reason string, retryAfter time.Duration) (dead bool) {
+	h.t.Helper()
+	dead, err := h.q.Fail(h.t.Context(), j, reason, retryAfter)
+	if err != nil {
+		h.t.Fatalf("Fail(%s): %v", j.Payload, err)
+	}
+	return dead
+}
+
+func (h *harness) depth(want int64) {
+	h.t.Helper()
+	got, err := h.q.Depth(h.t.Context())
+	if err != nil {
+		h.t.Fatalf("Depth: %v", err)
+	}
+	if got != want {
+		h.t.Fatalf("Depth = %d, want %d", got, want)
+	}
+}
+
+func (h *harness) deadLetters(limit int) []core.Job {
+	h.t.Helper()
+	jobs, err := h.q.DeadLetters(h.t.Context(), limit)
+	if err != nil {
+		h.t.Fatalf("DeadLetters: %v", err)
+	}
+	return jobs
+}
+
+// leaseLost asserts that op failed with core.ErrLeaseLost.
+func (h *harness) leaseLost(op string, err error) {
+	h.t.Helper()
+	if !errors.Is(err, core.ErrLeaseLost) {
+		h.t.Fatalf("%s: err = %v, want ErrLeaseLost", op, err)
+	}
+}
+
+func testDeliversAllFields(t *testing.T, h *harness) {
+	h.enqueue(core.Job{Kind: "email", Key: "user:7", Payload: json.RawMessage(`{"to":"a@example.com"}`), MaxAttempts: 3})
+	h.depth(1)
+	j := h.next("c1", lease)
+	if j.ID == "" {
+		t.Error("ID is empty")
+	}
+	if j.Kind != "email" || j.Key != "user:7" || string(j.Payload) != `{"to":"a@example.com"}` {
+		t.Errorf("Kind, Key, Payload = %q, %q, %s; want email, user:7, {\"to\":\"a@example.com\"}", j.Kind, j.Key, j.Payload)
+	}
+	if j.Attempt != 1 || j.MaxAttempts != 3 {
+		t.Errorf("Attempt, MaxAttempts = %d, %d; want 1, 3", j.Attempt, j.MaxAttempts)
+	}
+	if !j.RunAt.Equal(Start) || !j.CreatedAt.Equal(Start) {
+		t.Errorf("RunAt, CreatedAt = %s, %s; want both %s", j.RunAt, j.CreatedAt, Start)
+	}
+	if j.RunAt.Location() != time.UTC || j.CreatedAt.Location() != time.UTC {
+		t.Errorf("RunAt, CreatedAt locations = %s, %s; want UTC", j.RunAt.Location(), j.CreatedAt.Location())
+	}
+	if j.LastError != "" {
+		t.Errorf("LastError = %q, want empty", j.LastError)
+	}
+	if j.Lease == "" {
+		t.Error("Lease is empty")
+	}
+	h.depth(1) // a leased job still counts until it is acked
+
+	// A job enqueued with MaxAttempts 0 reports the queue default.
+	h.enqueue(core.Job{Kind: "plain", Payload: payload(1)})
+	if j := h.next("c1", lease); j.MaxAttempts != 5 || j.Key != "" {
+		t.Errorf("default job: MaxAttempts, Key = %d, %q; want 5, empty", j.MaxAttempts, j.Key)
+	}
+}
+
+func testEmptyQueue(t *testing.T, h *harness) {
+	h.none()
+	h.depth(0)
+	if dl := h.deadLetters(10); len(dl) != 0 {
+		t.Fatalf("DeadLetters = %d jobs, want none", len(dl))
+	}
+	n, err := h.q.Recover(t.Context(), "nobody")
+	if err != nil || n != 0 {
+		t.Fatalf("Recover(nobody) = %d, %v; want 0, nil", n, err)
+	}
+}
+
+func testFIFO(t *testing.T, h *harness) {
+	h.enqueueN(10)
+	h.depth(10)
+	for i := 1; i <= 10; i++ {
+		h.ack(h.nextPayload("c1", payload(i)))
+	}
+	h.none()
+	h.depth(0)
+}
+
+func testDueOrder(t *testing.T, h *harness) {
+	// Jobs run in the order they become due, not the order they were enqueued.
+	h.enqueue(core.Job{Kind: "test", Payload: payload(1), RunAt: Start.Add(3 * time.Second)})
+	h.enqueue(core.Job{Kind: "test", Payload: payload(2), RunAt: Start.Add(1 * time.Second)})
+	h.enqueue(core.Job{Kind: "test", Payload: payload(3), RunAt: Start.Add(2 * time.Second)})
+	h.none()
+	h.clock.Advance(3 * time.Second)
+	for _, n := range []int{2, 3, 1} {
+		h.nextPayload("c1", payload(n))
+	}
+	h.none()
+}
+
+func testDelayed(t *testing.T, h *harness) {
+	runAt := Start.Add(time.Minute)
+	h.enqueue(core.Job{Kind: "test", Payload: payload(1), RunAt: runAt})
+	h.depth(1) // delayed jobs count
+	h.none()
+	h.clock.Advance(time.Minute - time.Millisecond)
+	h.none()
+	h.clock.Advance(time.Millisecond)
+	j := h.nextPayload("c1", payload(1))
+	if !j.RunAt.Equal(runAt) || !j.CreatedAt.Equal(Start) {
+		t.Errorf("RunAt, CreatedAt = %s, %s; want %s, %s", j.RunAt, j.CreatedAt, runAt, Start)
+	}
+	if j.Attempt != 1 {
+		t.Errorf("Attempt = %d, want 1", j.Attempt)
+	}
+}
+
+func testRunAtInPast(t *testing.T, h *harness) {
+	h.enqueue(core.Job{Kind: "test", Payload: payload(1), RunAt: Start.Add(-time.Hour)})
+	h.nextPayload("c1", payload(1))
+}
+
+func testLeaseHidesJob(t *testing.T, h *harness) {
+	h.enqueueN(2)
+	h.nextPayload("c1", payload(1))
+	// The leased job is hidden; the next consumer gets the next job.
+	h.nextPayload("c2", payload(2))
+	h.clock.Advance(lease - time.Millisecond)
+	h.none()
+}
+
+func testLeaseExpiryRedelivers(t *testing.T, h *harness) {
+	const short = 30 * time.Second
+	h.enqueueN(1)
+	first := h.next("c1", short)
+	h.clock.Advance(short - time.Millisecond)
+	h.none()
+	h.clock.Advance(time.Millisecond)
+	second := h.nextPayload("c2", payload(1))
+	if second.ID != first.ID {
+		t.Errorf("redelivered job ID = %s, want %s", second.ID, first.ID)
+	}
+	if second.Attempt != 2 {
+		t.Errorf("redelivered Attempt = %d, want 2", second.Attempt)
+	}
+	if second.Lease == first.Lease {
+		t.Errorf("redelivery kept the lease token %q", first.Lease)
+	}
+	// The first consumer's lease is gone: it can no longer settle the job.
+	h.leaseLost("Ack with expired lease", h.q.Ack(t.Context(), first))
+	h.leaseLost("Extend with expired lease", h.q.Extend(t.Context(), first, short))
+	_, err := h.q.Fail(t.Context(), first, "late", 0)
+	h.leaseLost("Fail with expired lease", err)
+	h.depth(1)
+	// The current holder still can.
+	h.ack(second)
+	h.depth(0)
+}
+
+func testExtend(t *testing.T, h *harness) {
+	const short = 30 * time.Second
+	h.enqueueN(1)
+	j := h.next("c1", short)
+	h.clock.Advance(20 * time.Second)
+	if err := h.q.Extend(t.Context(), j, short); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	// Hidden until 20s+30s, past the original 30s.
+	h.clock.Advance(29*time.Second + 999*time.Millisecond)
+	h.none()
+	// The same job value (same lease) still settles it after Extend.
+	h.ack(j)
+	h.depth(0)
+
+	// Without an Ack the extended lease runs out and the job comes back.
+	h.enqueueN(1)
+	j = h.next("c1", short)
+	if err := h.q.Extend(t.Context(), j, 2*short); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	h.clock.Advance(2*short - time.Millisecond)
+	h.none()
+	h.clock.Advance(time.Millisecond)
+	if again := h.nextPayload("c2", payload(1)); again.Attempt != 2 {
+		t.Errorf("after extended lease ran out: Attempt = %d, want 2", again.Attempt)
+	}
+}
+
+func testAck(t *testing.T, h *harness) {
+	h.enqueueN(2)
+	j := h.nextPayload("c1", payload(1))
+	h.ack(j)
+	h.depth(1)
+	// An acked job is gone for good: not redelivered once its lease would
+	// have run out, and its lease can no longer be used.
+	h.clock.Advance(2 * lease)
+	h.nextPayload("c1", payload(2))
+	h.none()
+	h.leaseLost("second Ack", h.q.Ack(t.Context(), j))
+	h.leaseLost("Extend after Ack", h.q.Extend(t.Context(), j, lease))
+	_, err := h.q.Fail(t.Context(), j, "late", 0)
+	h.leaseLost("Fail after Ack", err)
+	// A job value that was never delivered has no lease.
+	h.leaseLost("Ack of undelivered job", h.q.Ack(t.Context(), core.Job{ID: j.ID}))
+}
+
+func testFailBackoff(t *testing.T, h *harness) {
+	h.enqueueN(1)
+	j := h.next("c1", lease)
+	// The default backoff after attempt n is 1s·2^(n-1).
+	for _, step := range []struct {
+		attempt int
+		backoff time.Duration
+	}{{1, time.Second}, {2, 2 * time.Second}, {3, 4 * time.Second}} {
+		if j.Attempt != step.attempt {
+			t.Fatalf("Attempt = %d, want %d", j.Attempt, step.attempt)
+		}
+		reason := fmt.Sprintf("boom %d", step.attempt)
+		if h.fail(j, reason, 0) {
+			t.Fatalf("Fail on attempt %d dead-lettered the job", step.attempt)
+		}
+		failedAt := h.clock.Now()
+		h.depth(1)
+		h.clock.Advance(step.backoff - time.Millisecond)
+		h.none()
+		h.clock.Advance(time.Millisecond)
+		j = h.nextPayload("c1", payload(1))
+		if j.LastError != reason {
+			t.Errorf("LastError = %q, want %q", j.LastError, reason)
+		}
+		if want := failedAt.Add(step.backoff); !j.RunAt.Equal(want) {
+			t.Errorf("retry RunAt = %s, want %s", j.RunAt, want)
+		}
+	}
+	if j.Attempt != 4 {
+		t.Errorf("Attempt = %d, want 4", j.Attempt)
+	}
+}
+
+func testFailRetryAfter(t *testing.T, h *harness) {
+	h.enqueueN(1)
+	j := h.next("c1", lease)
+	if h.fail(j, "rate limited", 10*time.Second) {
+		t.Fatal("Fail dead-lettered the job")
+	}
+	h.clock.Advance(10*time.Second - time.Millisecond)
+	h.none()
+	h.clock.Advance(time.Millisecond)
+	j = h.nextPayload("c1", payload(1))
+	if j.Attempt != 2 || j.LastError != "rate limited" {
+		t.Errorf("Attempt, LastError = %d, %q; want 2, \"rate limited\"", j.Attempt, j.LastError)
+	}
+}
+
+func testFailReleasesLease(t *testing.T, h *harness) {
+	h.enqueueN(1)
+	j := h.next("c1", lease)
+	h.fail(j, "boom", time.Minute)
+	// The failed delivery is over: its lease settles nothing any more.
+	h.leaseLost("Ack after Fail", h.q.Ack(t.Context(), j))
+	h.leaseLost("Extend after Fail", h.q.Extend(t.Context(), j, lease))
+	_, err := h.q.Fail(t.Context(), j, "again", 0)
+	h.leaseLost("second Fail", err)
+	h.depth(1)
+}
+
+func testDeadLetterAfterFails(t *testing.T, h *harness) {
+	h.enqueue(core.Job{Kind: "test", Key: "k", Payload: payload(1)})
+	var j core.Job
+	for attempt := 1; attempt <= 5; attempt++ {
+		j = h.nextPayload("c1", payload(1))
+		if j.Attempt != attempt {
+			t.Fatalf("Attempt = %d, want %d", j.Attempt, attempt)
+		}
+		dead := h.fail(j, fmt.Sprintf("boom %d", attempt), time.Second)
+		if dead != (attempt == 5) {
+			t.Fatalf("Fail on attempt %d: dead = %v, want %v", attempt, dead, attempt == 5)
+		}
+		h.clock.Advance(time.Second)
+	}
+	h.clock.Advance(time.Hour)
+	h.none()
+	h.depth(0)
+	h.leaseLost("Ack of dead job", h.q.Ack(t.Context(), j))
+	dl := h.deadLetters(10)
+	if len(dl) != 1 {
+		t.Fatalf("DeadLetters = %d jobs, want 1", len(dl))
+	}
+	d := dl[0]
+	if d.ID != j.ID || d.Kind != "test" || d.Key != "k" || string(d.Payload) != string(payload(1)) {
+		t.Errorf("dead letter = %+v, want job %s", d, j.ID)
+	}
+	if d.Attempt != 5 || d.LastError != "boom 5" || !d.CreatedAt.Equal(Start) {
+		t.Errorf("dead letter Attempt, LastError, CreatedAt = %d, %q, %s; want 5, \"boom 5\", %s",
+			d.Attempt, d.LastError, d.CreatedAt, Start)
+	}
+	// A dead job no longer absorbs new jobs with its key.
+	h.enqueue(core.Job{Kind: "test", Key: "k", Payload: payload(2)})
+	h.nextPayload("c1", payload(2))
+}
+
+func testDeadLetterAfterLeaseExpiries(t *testing.T, h *harness) {
+	const short = 10 * time.Second
+	h.enqueueN(1)
+	var j core.Job
+	for attempt := 1; attempt <= 5; attempt++ {
+		j = h.next("c1", short)
+		if j.Attempt != attempt {
+			t.Fatalf("Attempt = %d, want %d", j.Attempt, attempt)
+		}
+		h.clock.Advance(short) // the consumer never settles the job
+	}
+	// A sixth delivery would exceed MaxAttempts: the job is dead instead.
+	h.none()
+	h.depth(0)
+	dl := h.deadLetters(10)
+	if len(dl) != 1 || dl[0].ID != j.ID {
+		t.Fatalf("DeadLetters = %+v, want job %s", dl, j.ID)
+	}
+	if dl[0].Attempt != 5 || dl[0].LastError == "" {
+		t.Errorf("dead letter Attempt, LastError = %d, %q; want 5 and a reason", dl[0].Attempt, dl[0].LastError)
+	}
+	h.leaseLost("Ack of dead job", h.q.Ack(t.Context(), j))
+}
+
+func testPerJobMaxAttempts(t *testing.T, h *harness) {
+	// Limits below and above the queue default of 5 both apply.
+	for _, limit := range []int{1, 2, 7} {
+		h.enqueue(core.Job{Kind: "test", Payload: payload(limit), MaxAttempts: limit})
+		for attempt := 1; attempt <= limit; attempt++ {
+			j := h.nextPayload("c1", payload(limit))
+			if j.Attempt != attempt || j.MaxAttempts != limit {
+				t.Fatalf("Attempt, MaxAttempts = %d, %d; want %d, %d", j.Attempt, j.MaxAttempts, attempt, limit)
+			}
+			if dead := h.fail(j, "boom", time.Second); dead != (attempt == limit) {
+				t.Fatalf("MaxAttempts %d: Fail on attempt %d: dead = %v, want %v", limit, attempt, dead, attempt == limit)
+			}
+			h.clock.Advance(time.Second)
+		}
+		h.none()
+	}
+	if n := len(h.deadLetters(0)); n != 3 {
+		t.Fatalf("DeadLetters(0) = %d jobs, want all 3", n)
+	}
+}
+
+func testDeadLettersOrderAndLimit(t *testing.T, h *harness) {
+	for n := 1; n <= 3; n++ {
+		h.enqueue(core.Job{Kind: "test", Payload: payload(n), MaxAttempts: 1})
+	}
+	for n := 1; n <= 3; n++ {
+		if !h.fail(h.nextPayload("c1", payload(n)), "boom", 0) {
+			t.Fatalf("job %d not dead-lettered", n)
+		}
+		h.clock.Advance(time.Second)
+	}
+	got := h.deadLetters(10)
+	if len(got) != 3 {
+		t.Fatalf("DeadLetters(10) = %d jobs, want 3", len(got))
+	}
+	for i, j := range got {
+		if string(j.Payload) != string(payload(i+1)) {
+			t.Errorf("DeadLetters[%d] = %s, want %s (oldest first)", i, j.Payload, payload(i+1))
+		}
+	}
+	got = h.deadLetters(2)
+	if len(got) != 2 || string(got[0].Payload) != string(payload(1)) || string(got[1].Payload) != string(payload(2)) {
+		t.Errorf("DeadLetters(2) = %+v, want jobs 1 and 2", got)
+	}
+}
+
+func testKeyCoalescesWaiting(t *testing.T, h *harness) {
+	h.enqueue(core.Job{Kind: "test", Key: "run:1", Payload: payload(1)})
+	h.enqueue(core.Job{Kind: "test", Key: "run:1", Payload: payload(1)})
+	h.enqueue(core.Job{Kind: "test", Key: "run:2", Payload: payload(2)})
+	h.enqueue(core.Job{Kind: "test", Payload: payload(3)})
+	h.enqueue(core.Job{Kind: "test", Payload: payload(3)}) // no key: never coalesced
+	h.depth(4)
+	for _, n := range []int{1, 2, 3, 3} {
+		h.ack(h.nextPayload("c1", payload(n)))
+	}
+	h.clock.Advance(2 * lease)
+	h.none()
+}
+
+func testKeyCoalesceMovesEarlier(t *testing.T, h *harness) {
+	// A job scheduled for later is pulled forward by the same key enqueued
+	// for now: coalescing never makes work wait longer.
+	h.enqueue(core.Job{Kind: "test", Key: "k", Payload: payload(1), RunAt: Start.Add(time.Hour)})
+	h.enqueue(core.Job{Kind: "test", Key: "k", Payload: payload(1)})
+	h.depth(1)
+	h.ack(h.nextPayload("c1", payload(1)))
+	h.clock.Advance(time.Hour)
+	h.none()
+}
+
+func testKeyNotCoalescedWhileDelivered(t *testing.T, h *harness) {
+	h.enqueue(core.Job{Kind: "test", Key: "k", Payload: payload(1)})
+	first := h.nextPayload("c1", payload(1))
+	// The first job is being worked on; work enqueued now must not be lost
+	// into it, so it becomes a second job.
+	h.enqueue(core.Job{Kind: "test", Key: "k", Payload: payload(2)})
+	h.depth(2)
+	second := h.nextPayload("c2", payload(2))
+	if second.ID == first.ID {
+		t.Fatalf("second job has the first job's ID %s", first.ID)
+	}
+	if second.Attempt != 1 {
+		t.Errorf("second job Attempt = %d, want 1", second.Attempt)
+	}
+	h.ack(first)
+	h.ack(second)
+	h.depth(0)
+}
+
+func testRecover(t *testing.T, h *harness) {
+	h.enqueueN(3)
+	a1 := h.nextPayload("a", payload(1))
+	b := h.nextPayload("b", payload(2))
+	a2 := h.nextPayload("a", payload(3))
+	h.none()
+	n, err := h.q.Recover(t.Context(), "a")
+	if err != nil || n != 2 {
+		t.Fatalf("Recover(a) = %d, %v; want 2, nil", n, err)
+	}
+	// a's jobs are due again at once, without waiting for their leases;
+	// b's job stays leased.
+	got := map[string]int{}
+	for range 2 {
+		j := h.next("c", lease)
+		got[string(j.Payload)] = j.Attempt
+		h.ack(j)
+	}
+	if got[string(payload(1))] != 2 || got[string(payload(3))] != 2 || len(got) != 2 {
+		t.Fatalf("recovered deliveries (payload → attempt) = %v, want jobs 1 and 3 at attempt 2", got)
+	}
+	h.none()
+	h.leaseLost("Ack with recovered lease", h.q.Ack(t.Context(), a1))
+	h.leaseLost("Ack with recovered lease", h.q.Ack(t.Context(), a2))
+	h.ack(b)
+	if n, err := h.q.Recover(t.Context(), "a"); err != nil || n != 0 {
+		t.Fatalf("second Recover(a) = %d, %v; want 0, nil", n, err)
+	}
+	h.depth(0)
+}
+
+// dequeueAsync runs Dequeue in a goroutine and delivers its outcome.
+func (h *harness) dequeueAsync(ctx context.Context, consumer string) <-chan dequeued {
+	ch := make(chan dequeued, 1)
+	go func() {
+		j, err := h.q.Dequeue(ctx, consumer, lease)
+		ch <- dequeued{j, err}
+	}()
+	return ch
+}
+
+// dequeueBlocked starts a Dequeue on a queue with nothing due and returns
+// once it has looked at the queue (read the clock) and not returned.
+func (h *harness) dequeueBlocked(ctx context.Context, consumer string) <-chan dequeued {
+	h.t.Helper()
+	looked := h.clock.NextNow()
+	ch := h.dequeueAsync(ctx, consumer)
+	select {
+	case <-looked:
+	case d := <-ch:
+		h.t.Fatalf("Dequeue with nothing due returned %s, %v", d.job.Payload, d.err)
+	case <-time.After(waitLimit):
+		h.t.Fatalf("Dequeue did not read the clock within %s", waitLimit)
+	}
+	return ch
+}
+
+type dequeued struct {
+	job core.Job
+	err error
+}
+
+// wait returns what a Dequeue started by dequeueAsync returned.
+func (h *harness) wait(ch <-chan dequeued) dequeued {
+	h.t.Helper()
+	select {
+	case d := <-ch:
+		return d
+	case <-time.After(waitLimit):
+		h.t.Fatalf("Dequeue still blocked after %s", waitLimit)
+		return dequeued{}
+	}
+}
+
+func testDequeueWakesOnEnqueue(t *testing.T, h *harness) {
+	// A due job is returned at once.
+	h.enqueueN(1)
+	if d := h.wait(h.dequeueAsync(t.Context(), "c1")); d.err != nil || string(d.job.Payload) != string(payload(1)) {
+		t.Fatalf("Dequeue = %s, %v; want %s", d.job.Payload, d.err, payload(1))
+	}
+	// On an empty queue Dequeue waits, and an Enqueue from another
+	// goroutine wakes it without the clock moving.
+	ch := h.dequeueBlocked(t.Context(), "c1")
+	h.enqueue(core.Job{Kind: "test", Payload: payload(2)})
+	d := h.wait(ch)
+	if d.err != nil || string(d.job.Payload) != string(payload(2)) || d.job.Attempt != 1 || d.job.Lease == "" {
+		t.Fatalf("Dequeue = %+v, %v; want %s at attempt 1 with a lease", d.job, d.err, payload(2))
+	}
+	h.ack(d.job)
+}
+
+func testDequeueWaitsForDelayed(t *testing.T, h *harness) {
+	h.enqueue(core.Job{Kind: "test", Payload: payload(1), RunAt: Start.Add(time.Minute)})
+	ch := h.dequeueBlocked(t.Context(), "c1")
+	// No Enqueue announces it: the queue must notice the job became due.
+	h.clock.Advance(time.Minute)
+	if d := h.wait(ch); d.err != nil || string(d.job.Payload) != string(payload(1)) {
+		t.Fatalf("Dequeue = %s, %v; want %s", d.job.Payload, d.err, payload(1))
+	}
+}
+
+func testDequeueWaitsForExpiredLease(t *testing.T, h *harness) {
+	h.enqueueN(1)
+	first := h.next("c1", time.Minute)
+	ch := h.dequeueBlocked(t.Context(), "c2")
+	h.clock.Advance(time.Minute)
+	d := h.wait(ch)
+	if d.err != nil || d.job.ID != first.ID || d.job.Attempt != 2 {
+		t.Fatalf("Dequeue = %+v, %v; want job %s at attempt 2", d.job, d.err, first.ID)
+	}
+}
+
+func testDequeueCancel(t *testing.T, h *harness) {
+	ctx, cancel := context.WithCancel(t.Context())
+	ch := h.dequeueBlocked(ctx, "c1")
+	cancel()
+	if d := h.wait(ch); !errors.Is(d.err, context.Canceled) {
+		t.Fatalf("Dequeue after cancel = %+v, %v; want context.Canceled", d.job, d.err)
+	}
+	// Already cancelled: returns at once even when a job is due, and does
+	// not lease it.
+	h.enqueueN(1)
+	if d := h.wait(h.dequeueAsync(ctx, "c1")); !errors.Is(d.err, context.Canceled) {
+		t.Fatalf("Dequeue with cancelled ctx = %+v, %v; want context.Canceled", d.job, d.err)
+	}
+	h.nextPayload("c2", payload(1))
+}
+
+func testConcurrentConsumers(t *testing.T, h *harness) {
+	const jobs, consumers = 200, 4
+	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
+	defer cancel()
+
+	var (
+		mu        sync.Mutex
+		delivered = map[string]int{} // payload → deliveries
+		total     int
+		wg        sync.WaitGroup
+	)
+	wg.Go(func() {
+		for i := 1; i <= jobs; i++ {
+			if err := h.q.Enqueue(ctx, core.Job{Kind: "test", Payload: payload(i)}); err != nil {
+				t.Errorf("Enqueue %d: %v", i, err)
+				return
+			}
+		}
+	})
+	for c := range consumers {
+		wg.Go(func() {
+			name := fmt.Sprintf("c%d", c)
+			for {
+				j, err := h.q.Dequeue(ctx, name, lease)
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("%s: Dequeue: %v", name, err)
+					}
+					return
+				}
+				if err := h.q.Ack(ctx, j); err != nil {
+					t.Errorf("%s: Ack(%s): %v", name, j.Payload, err)
+					return
+				}
+				mu.Lock()
+				delivered[string(j.Payload)]++
+				total++
+				if total == jobs {
+					cancel() // every job acked: stop the consumers
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if total < jobs {
+		t.Fatalf("%d of %d jobs delivered within %s", total, jobs, waitLimit)
+	}
+	for i := 1; i <= jobs; i++ {
+		if n := delivered[string(payload(i))]; n != 1 {
+			t.Errorf("job %d delivered %d times, want once", i, n)
+		}
+	}
+	h.depth(0)
+}
+
+func testSurvivesReopen(t *testing.T, h *harness) {
+	if h.reopen == nil {
+		t.Skip("queue has no reopen hook")
+	}
+	// Two jobs leased for a minute, one acked after the reopen and one left
+	// to expire; a dead letter; a waiting job; a job delayed two minutes.
+	h.enqueueN(2)
+	leased := h.next("c1", time.Minute)
+	expiring := h.next("c1", time.Minute)
+	h.enqueue(core.Job{Kind: "test", Payload: payload(3), MaxAttempts: 1})
+	if !h.fail(h.next("c1", time.Minute), "boom", 0) {
+		t.Fatal("job 3 not dead-lettered")
+	}
+	h.enqueue(core.Job{Kind: "test", Payload: payload(4), Key: "k"})
+	h.enqueue(core.Job{Kind: "test", Payload: payload(5), RunAt: Start.Add(2 * time.Minute)})
+
+	h.q = h.reopen()
+
+	h.depth(4)
+	if dl := h.deadLetters(10); len(dl) != 1 || string(dl[0].Payload) != string(payload(3)) || dl[0].LastError != "boom" {
+		t.Fatalf("DeadLetters after reopen = %+v, want job 3 with \"boom\"", dl)
+	}
+	h.ack(leased) // a lease taken before the reopen still holds
+	// The waiting job is due and still coalesces its key.
+	h.enqueue(core.Job{Kind: "test", Payload: payload(4), Key: "k"})
+	h.depth(3)
+	h.ack(h.nextPayload("c2", payload(4)))
+	h.none()
+	h.clock.Advance(time.Minute)
+	j := h.nextPayload("c2", payload(2))
+	if j.ID != expiring.ID || j.Attempt != 2 {
+		t.Errorf("expired lease redelivered %s at attempt %d, want %s at attempt 2", j.ID, j.Attempt, expiring.ID)
+	}
+	h.ack(j)
+	h.none()
+	h.clock.Advance(time.Minute)
+	h.ack(h.nextPayload("c2", payload(5)))
+	h.depth(0)
+}

@@ -1,0 +1,618 @@
+// Package api is the REST API v1 (JSON and Server-Sent Events) over the run
+// engine and the approval service, plus the health and metrics endpoints.
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	approval "github.com/agentgate/agentgate/approvals"
+	"github.com/agentgate/agentgate/core"
+)
+
+// Config configures the API handler. Engine, Store and Approvals are required.
+type Config struct {
+	Engine    *core.Engine
+	Store     core.Store
+	Approvals *approval.Service
+	// Keys are the accepted bearer API keys; none = no authentication (the
+	// server then listens on loopback only).
+	Keys    []string
+	Logger  *slog.Logger
+	Metrics http.Handler // served at /metrics; nil = 404
+	// Ready reports whether the gateway can serve (store reachable).
+	Ready func(ctx context.Context) error
+	// MaxWait caps ?wait=true. Default 60s.
+	MaxWait time.Duration
+	// PollInterval is how often waiting requests re-read the store in case
+	// another process changed the run. Default 1s.
+	PollInterval time.Duration
+}
+
+type server struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns the HTTP handler with every route.
+func New(cfg Config) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 60 * time.Second
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = time.Second
+	}
+	s := &server{cfg: cfg, log: cfg.Logger}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", s.ready)
+	if cfg.Metrics != nil {
+		mux.Handle("GET /metrics", cfg.Metrics)
+	}
+	api := http.NewServeMux()
+	api.HandleFunc("GET /api/v1/agents", s.listAgents)
+	api.HandleFunc("POST /api/v1/agents/{agent}/runs", s.createRun)
+	api.HandleFunc("GET /api/v1/runs/{id}", s.getRun)
+	api.HandleFunc("GET /api/v1/runs/{id}/events", s.runEvents)
+	api.HandleFunc("POST /api/v1/runs/{id}/cancel", s.cancelRun)
+	api.HandleFunc("GET /api/v1/sessions", s.listSessions)
+	api.HandleFunc("GET /api/v1/sessions/{id}", s.getSession)
+	api.HandleFunc("GET /api/v1/sessions/{id}/runs", s.sessionRuns)
+	api.HandleFunc("GET /api/v1/approvals", s.listApprovals)
+	api.HandleFunc("GET /api/v1/approvals/{id}", s.getApproval)
+	api.HandleFunc("POST /api/v1/approvals/{id}/decision", s.decide)
+	api.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s; see README for the API", r.Method, r.URL.Path))
+	})
+	mux.Handle("/api/", s.auth(api))
+	return mux
+}
+
+// auth checks the bearer key in constant time when keys are configured.
+func (s *server) auth(next http.Handler) http.Handler {
+	if len(s.cfg.Keys) == 0 {
+		return next
+	}
+	keys := make([][]byte, len(s.cfg.Keys))
+	for i, k := range s.cfg.Keys {
+		keys[i] = []byte(k)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if ok {
+			match := 0
+			for _, k := range keys {
+				match |= subtle.ConstantTimeCompare([]byte(got), k)
+			}
+			if match == 1 {
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="agentgate"`)
+		writeError(w, http.StatusUnauthorized, "unauthorized", "send a valid API key as 'Authorization: Bearer <key>'")
+	})
+}
+
+func (s *server) ready(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		if err := s.cfg.Ready(ctx); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "not ready: "+err.Error())
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// agentView is an agent as the API shows it.
+type agentView struct {
+	ID          string     `json:"id"`
+	Description string     `json:"description"`
+	Model       modelView  `json:"model"`
+	Tools       []toolView `json:"tools"`
+}
+
+type modelView struct {
+	Provider string `json:"provider"`
+	Name     string `json:"name"`
+}
+
+type toolView struct {
+	Name             string          `json:"name"`
+	Description      string          `json:"description"`
+	Parameters       json.RawMessage `json:"parameters"`
+	ApprovalRequired bool            `json:"approval_required"`
+}
+
+func (s *server) listAgents(w http.ResponseWriter, r *http.Request) {
+	items := []agentView{}
+	for _, a := range s.cfg.Engine.Agents() {
+		v := agentView{ID: a.ID, Description: a.Description, Model: modelView{Provider: a.Provider, Name: a.ModelName}, Tools: []toolView{}}
+		for _, t := range a.Tools {
+			v.Tools = append(v.Tools, toolView{Name: t.Spec.Name, Description: t.Spec.Description,
+				Parameters: t.Spec.Parameters, ApprovalRequired: t.Approval.Required})
+		}
+		items = append(items, v)
+	}
+	writeJSON(w, http.StatusOK, core.Page[agentView]{Items: items})
+}
+
+// runView is a run with its pending approvals.
+type runView struct {
+	core.Run
+	PendingApprovals []core.Approval `json:"pending_approvals"`
+}
+
+func (s *server) view(ctx context.Context, run core.Run) (runView, error) {
+	v := runView{Run: run, PendingApprovals: []core.Approval{}}
+	if run.Status != core.RunPaused {
+		return v, nil
+	}
+	p, err := s.cfg.Store.ListApprovals(ctx, core.ApprovalFilter{RunID: run.ID, Status: core.ApprovalPending})
+	if err != nil {
+		return v, err
+	}
+	v.PendingApprovals = p.Items
+	return v, nil
+}
+
+var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+
+type createRunRequest struct {
+	Input     string `json:"input"`
+	SessionID string `json:"session_id"`
+	UserID    string `json:"user_id"`
+}
+
+func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
+	agent := r.PathValue("agent")
+	if _, ok := s.cfg.Engine.Agent(agent); !ok {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no agent %q; GET /api/v1/agents lists them", agent))
+		return
+	}
+	var req createRunRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if strings.TrimSpace(req.Input) == "" {
+		writeError(w, http.StatusBadRequest, "bad_request", `input: required, e.g. {"input":"hello"}`)
+		return
+	}
+	if req.SessionID != "" && !sessionIDPattern.MatchString(req.SessionID) {
+		writeError(w, http.StatusBadRequest, "bad_request", "session_id: use 1-128 letters, digits and _ . : - (or omit it to start a new session)")
+		return
+	}
+	wait, err := boolParam(r, "wait")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	run, err := s.cfg.Engine.Submit(r.Context(), core.SubmitRequest{
+		AgentID: agent, Input: req.Input, SessionID: req.SessionID, UserID: req.UserID, Type: core.RunTypeAPI,
+	})
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		s.stream(w, r, run.ID, 0)
+		return
+	}
+	status := http.StatusAccepted
+	if wait {
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.MaxWait)
+		defer cancel()
+		run, err = s.waitRun(ctx, run.ID)
+		if err != nil && ctx.Err() == nil {
+			s.fail(w, err)
+			return
+		}
+		if settled(run.Status) {
+			status = http.StatusOK
+		}
+	}
+	s.writeRun(w, r, status, run)
+}
+
+// settled: the run will not move without a decision or a new input.
+func settled(st core.RunStatus) bool { return st.Terminal() || st == core.RunPaused }
+
+// waitRun returns the run once it is settled or ctx ends (with the latest state).
+func (s *server) waitRun(ctx context.Context, id string) (core.Run, error) {
+	updates, unsub := s.cfg.Engine.Hub().Subscribe(id)
+	defer unsub()
+	tick := time.NewTicker(s.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		run, err := s.cfg.Store.GetRun(context.WithoutCancel(ctx), id)
+		if err != nil || settled(run.Status) {
+			return run, err
+		}
+		select {
+		case <-ctx.Done():
+			return run, ctx.Err()
+		case <-updates:
+		case <-tick.C:
+		}
+	}
+}
+
+func (s *server) writeRun(w http.ResponseWriter, r *http.Request, status int, run core.Run) {
+	v, err := s.view(r.Context(), run)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, status, v)
+}
+
+func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
+	run, err := s.cfg.Store.GetRun(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.writeRun(w, r, http.StatusOK, run)
+}
+
+func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	after, err := intParam(r, "after", 0)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	if _, err := s.cfg.Store.GetRun(r.Context(), id); err != nil {
+		s.fail(w, err)
+		return
+	}
+	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		if last := r.Header.Get("Last-Event-ID"); last != "" {
+			if n, err := strconv.ParseInt(last, 10, 64); err == nil {
+				after = n
+			}
+		}
+		s.stream(w, r, id, after)
+		return
+	}
+	limit, err := intParam(r, "limit", 500)
+	if err != nil || limit < 1 || limit > 5000 {
+		writeError(w, http.StatusBadRequest, "bad_request", "limit: must be a number from 1 to 5000")
+		return
+	}
+	evs, err := s.cfg.Store.Events(r.Context(), id, after, int(limit))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	page := core.Page[core.Event]{Items: evs}
+	if page.Items == nil {
+		page.Items = []core.Event{}
+	}
+	if len(evs) == int(limit) {
+		page.NextCursor = strconv.FormatInt(evs[len(evs)-1].Seq, 10)
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// stream sends the run's journal entries after seq `after` as SSE (event: the
+// entry type, id: its seq), live text as `delta` events, and ends with a
+// `run` event once the run is settled.
+func (s *server) stream(w http.ResponseWriter, r *http.Request, id string, after int64) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "internal", "streaming unsupported")
+		return
+	}
+	updates, unsub := s.cfg.Engine.Hub().Subscribe(id)
+	defer unsub()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	tick := time.NewTicker(s.cfg.PollInterval)
+	defer tick.Stop()
+	ctx := r.Context()
+	for {
+		evs, err := s.cfg.Store.Events(ctx, id, after, 0)
+		if err != nil {
+			writeSSE(w, "error", "", map[string]any{"code": "internal", "message": err.Error()})
+			return
+		}
+		for _, ev := range evs {
+			writeSSE(w, string(ev.Type), strconv.FormatInt(ev.Seq, 10), ev)
+			after = ev.Seq
+		}
+		run, err := s.cfg.Store.GetRun(ctx, id)
+		if err != nil {
+			writeSSE(w, "error", "", map[string]any{"code": "internal", "message": err.Error()})
+			return
+		}
+		if settled(run.Status) && run.LastSeq <= after {
+			if v, err := s.view(ctx, run); err == nil {
+				writeSSE(w, "run", "", v)
+			}
+			flusher.Flush()
+			return
+		}
+		flusher.Flush()
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return
+			case u := <-updates:
+				if u.Delta != "" {
+					writeSSE(w, "delta", "", map[string]string{"text": u.Delta})
+					flusher.Flush()
+					continue
+				}
+				waiting = false
+			case <-tick.C:
+				waiting = false
+			}
+		}
+	}
+}
+
+func writeSSE(w io.Writer, event, id string, v any) {
+	b, _ := json.Marshal(v) // our own views always marshal
+	if id != "" {
+		fmt.Fprintf(w, "id: %s\n", id)
+	}
+	fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
+}
+
+type cancelRequest struct {
+	Reason string `json:"reason"`
+	By     string `json:"by"`
+}
+
+func (s *server) cancelRun(w http.ResponseWriter, r *http.Request) {
+	var req cancelRequest
+	if r.ContentLength != 0 && !decode(w, r, &req) {
+		return
+	}
+	if req.By == "" {
+		req.By = "api"
+	}
+	run, err := s.cfg.Engine.Cancel(r.Context(), r.PathValue("id"), req.By, req.Reason)
+	if errors.Is(err, core.ErrRunFinished) {
+		writeJSON(w, http.StatusConflict, map[string]any{"error": errBody{Code: "run_finished",
+			Message: fmt.Sprintf("run is already %s", run.Status)}, "status": run.Status})
+		return
+	}
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.writeRun(w, r, http.StatusOK, run)
+}
+
+func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
+	opts, ok := listOptions(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	page, err := s.cfg.Store.ListSessions(r.Context(), core.SessionFilter{UserID: q.Get("user_id"), AgentID: q.Get("agent_id"), ListOptions: opts})
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, nonNil(page))
+}
+
+func (s *server) getSession(w http.ResponseWriter, r *http.Request) {
+	ses, err := s.cfg.Store.GetSession(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ses)
+}
+
+func (s *server) sessionRuns(w http.ResponseWriter, r *http.Request) {
+	opts, ok := listOptions(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	if _, err := s.cfg.Store.GetSession(r.Context(), id); err != nil {
+		s.fail(w, err)
+		return
+	}
+	page, err := s.cfg.Store.ListRuns(r.Context(), core.RunFilter{SessionID: id, ListOptions: opts})
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, nonNil(page))
+}
+
+func (s *server) listApprovals(w http.ResponseWriter, r *http.Request) {
+	opts, ok := listOptions(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	st := core.ApprovalStatus(q.Get("status"))
+	if st != "" && !st.Valid() {
+		writeError(w, http.StatusBadRequest, "bad_request", "status: must be one of pending, approved, denied, expired, cancelled")
+		return
+	}
+	page, err := s.cfg.Store.ListApprovals(r.Context(), core.ApprovalFilter{Status: st, RunID: q.Get("run_id"), ListOptions: opts})
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, nonNil(page))
+}
+
+func (s *server) getApproval(w http.ResponseWriter, r *http.Request) {
+	a, err := s.cfg.Store.GetApproval(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+type decisionRequest struct {
+	Decision string `json:"decision"`
+	Reason   string `json:"reason"`
+	// DecidedBy names the person deciding; default "api".
+	DecidedBy string `json:"decided_by"`
+	// Via is the channel recorded with the decision: api (default), cli or console.
+	Via string `json:"via"`
+	// ArgsSHA256 binds the decision to the arguments the decider saw.
+	ArgsSHA256 string `json:"args_sha256"`
+}
+
+func (s *server) decide(w http.ResponseWriter, r *http.Request) {
+	var req decisionRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.Decision != "approve" && req.Decision != "deny" {
+		writeError(w, http.StatusBadRequest, "bad_request", `decision: must be "approve" or "deny"`)
+		return
+	}
+	switch req.Via {
+	case "":
+		req.Via = "api"
+	case "api", "cli", "console":
+	default:
+		writeError(w, http.StatusBadRequest, "bad_request", `via: must be "api", "cli" or "console"`)
+		return
+	}
+	if req.DecidedBy == "" {
+		req.DecidedBy = req.Via
+	}
+	a, err := s.cfg.Approvals.Decide(r.Context(), r.PathValue("id"), approval.Request{
+		Approve: req.Decision == "approve", By: req.DecidedBy, Via: req.Via, Reason: req.Reason, ArgsSHA256: req.ArgsSHA256,
+	})
+	var np *core.NotPendingError
+	var na *approval.NotAllowedError
+	switch {
+	case errors.As(err, &np):
+		writeJSON(w, http.StatusConflict, map[string]any{
+			"error":  errBody{Code: "approval_not_pending", Message: fmt.Sprintf("approval is already %s; nothing was changed", np.Status)},
+			"status": np.Status, "approval": a,
+		})
+	case errors.As(err, &na):
+		writeError(w, http.StatusForbidden, "not_allowed", na.Error())
+	case errors.Is(err, core.ErrArgsMismatch):
+		writeError(w, http.StatusConflict, "args_mismatch", "the approval's arguments differ from the ones you were shown (args_sha256); reload it")
+	case err != nil:
+		s.fail(w, err)
+	default:
+		writeJSON(w, http.StatusOK, a)
+	}
+}
+
+// fail maps an error to a response.
+func (s *server) fail(w http.ResponseWriter, err error) {
+	var ie *core.InputError
+	switch {
+	case errors.Is(err, core.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.As(err, &ie):
+		writeError(w, http.StatusBadRequest, "bad_request", ie.Msg)
+	case errors.Is(err, core.ErrSessionAgent):
+		writeError(w, http.StatusConflict, "session_agent_mismatch", "the session belongs to another agent; start a new session or use that agent")
+	case errors.Is(err, context.Canceled):
+		writeError(w, 499, "cancelled", "request cancelled")
+	default:
+		s.log.Error("api request failed", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the gateway could not complete the request; nothing was changed, try again: "+err.Error())
+	}
+}
+
+type errBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]errBody{"error": {Code: code, Message: msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v) // the client went away; nothing to do
+}
+
+// decode reads a JSON body (at most 1 MiB, no unknown fields) or writes a 400.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		msg := "body: must be a JSON object: " + err.Error()
+		if errors.Is(err, io.EOF) {
+			msg = "body: required (a JSON object)"
+		}
+		writeError(w, http.StatusBadRequest, "bad_request", msg)
+		return false
+	}
+	return true
+}
+
+func boolParam(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s: must be true or false", name)
+	}
+	return b, nil
+}
+
+func intParam(r *http.Request, name string, def int64) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s: must be a non-negative whole number", name)
+	}
+	return n, nil
+}
+
+func listOptions(w http.ResponseWriter, r *http.Request) (core.ListOptions, bool) {
+	limit, err := intParam(r, "limit", 50)
+	if err != nil || limit < 1 || limit > 500 {
+		writeError(w, http.StatusBadRequest, "bad_request", "limit: must be a number from 1 to 500")
+		return core.ListOptions{}, false
+	}
+	return core.ListOptions{Limit: int(limit), Cursor: r.URL.Query().Get("cursor")}, true
+}
+
+func nonNil[T any](p core.Page[T]) core.Page[T] {
+	if p.Items == nil {
+		p.Items = []T{}
+	}
+	return p
+}

@@ -1,0 +1,309 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/agentgate/agentgate/core"
+)
+
+// The embedded queue lives in the jobs table. A waiting job has consumer ''
+// and becomes due at visible_at; a delivered job carries its consumer and
+// lease token, and visible_at is when the lease runs out, after which it is
+// due again under a new token. Every change goes through the single writer
+// connection, so selecting a due job and leasing it cannot race.
+
+// jobColumns are the columns scanJob reads, in order.
+const jobColumns = `id, kind, key, payload, attempt, max_attempts, visible_at, last_error, created_at, lease`
+
+// scanJob reads one row of jobColumns.
+func (db *DB) scanJob(row interface{ Scan(...any) error }) (core.Job, error) {
+	var (
+		j                   core.Job
+		payload             []byte
+		visibleAt, createAt int64
+	)
+	if err := row.Scan(&j.ID, &j.Kind, &j.Key, &payload, &j.Attempt, &j.MaxAttempts,
+		&visibleAt, &j.LastError, &createAt, &j.Lease); err != nil {
+		return core.Job{}, err
+	}
+	j.Payload = payload
+	j.MaxAttempts = db.maxAttempts(j.MaxAttempts)
+	j.RunAt = nanos(visibleAt)
+	j.CreatedAt = nanos(createAt)
+	return j, nil
+}
+
+// maxAttempts is the effective delivery limit of a job whose stored limit is n.
+func (db *DB) maxAttempts(n int) int {
+	if n <= 0 {
+		return db.opts.MaxAttempts
+	}
+	return n
+}
+
+// Enqueue adds a job; see core.Queue. A non-empty j.ID is kept (it must be
+// unique); otherwise one is generated.
+func (db *DB) Enqueue(ctx context.Context, j core.Job) error {
+	if err := db.tx(ctx, func(tx *sql.Tx) error { return db.enqueueTx(ctx, tx, j) }); err != nil {
+		return err
+	}
+	db.wake()
+	return nil
+}
+
+// Dequeue blocks until a job is due and leases it to consumer; see
+// core.Queue. Jobs enqueued through this DB wake it at once; delayed jobs and
+// expired leases are noticed within Options.PollInterval.
+func (db *DB) Dequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			return core.Job{}, err
+		}
+		// Take the wake channel before looking, so an Enqueue that commits
+		// after the look still wakes us.
+		woken := db.wakeCh()
+		j, ok, err := db.TryDequeue(ctx, consumer, lease)
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return core.Job{}, ctxErr
+			}
+			return core.Job{}, err
+		}
+		if ok {
+			return j, nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(db.opts.PollInterval)
+		} else {
+			timer.Reset(db.opts.PollInterval)
+		}
+		select {
+		case <-ctx.Done():
+			return core.Job{}, ctx.Err()
+		case <-woken:
+		case <-timer.C:
+		}
+	}
+}
+
+// TryDequeue leases the oldest due job to consumer, or reports ok=false when
+// none is due. Due jobs that have used up their deliveries are dead-lettered
+// on the way ("delivery limit reached") and skipped. The returned job's
+// MaxAttempts is its effective limit (the queue default when it was
+// enqueued with 0), and RunAt is when it became due.
+func (db *DB) TryDequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, bool, error) {
+	if consumer == "" {
+		return core.Job{}, false, errors.New("dequeue: consumer must not be empty")
+	}
+	if lease <= 0 {
+		return core.Job{}, false, fmt.Errorf("dequeue: lease must be positive, got %s", lease)
+	}
+	var (
+		j  core.Job
+		ok bool
+	)
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		now := db.opts.Clock.Now()
+		for {
+			var err error
+			j, err = db.scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs
+				WHERE dead_at IS NULL AND visible_at <= ?
+				ORDER BY visible_at, rowid LIMIT 1`, now.UnixNano()))
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if j.Attempt >= j.MaxAttempts {
+				reason := "delivery limit reached: " + strconv.Itoa(j.Attempt) + " attempts"
+				if j.LastError != "" {
+					reason += "; last error: " + j.LastError
+				}
+				if _, err := tx.ExecContext(ctx, `UPDATE jobs SET dead_at = ?, last_error = ?, consumer = '', lease = ''
+					WHERE id = ?`, now.UnixNano(), reason, j.ID); err != nil {
+					return err
+				}
+				continue
+			}
+			j.Attempt++
+			j.Lease = core.NewID("lease")
+			if _, err := tx.ExecContext(ctx, `UPDATE jobs SET consumer = ?, lease = ?, attempt = ?, visible_at = ?
+				WHERE id = ?`, consumer, j.Lease, j.Attempt, now.Add(lease).UnixNano(), j.ID); err != nil {
+				return err
+			}
+			ok = true
+			return nil
+		}
+	})
+	if err != nil {
+		return core.Job{}, false, fmt.Errorf("dequeue: %w", err)
+	}
+	if !ok {
+		return core.Job{}, false, nil
+	}
+	return j, true, nil
+}
+
+// Extend renews the lease of a delivered job; see core.Queue. The lease
+// token does not change.
+func (db *DB) Extend(ctx context.Context, j core.Job, lease time.Duration) error {
+	if lease <= 0 {
+		return fmt.Errorf("extend job %s: lease must be positive, got %s", j.ID, lease)
+	}
+	if j.Lease == "" {
+		return fmt.Errorf("extend job %s: %w", j.ID, core.ErrLeaseLost)
+	}
+	var n int64
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE jobs SET visible_at = ?
+			WHERE id = ? AND lease = ? AND dead_at IS NULL`,
+			db.opts.Clock.Now().Add(lease).UnixNano(), j.ID, j.Lease)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("extend job %s: %w", j.ID, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("extend job %s: %w", j.ID, core.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Ack removes a delivered job; see core.Queue.
+func (db *DB) Ack(ctx context.Context, j core.Job) error {
+	if j.Lease == "" {
+		return fmt.Errorf("ack job %s: %w", j.ID, core.ErrLeaseLost)
+	}
+	var n int64
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id = ? AND lease = ? AND dead_at IS NULL`, j.ID, j.Lease)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("ack job %s: %w", j.ID, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("ack job %s: %w", j.ID, core.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Fail records reason and schedules a retry after retryAfter (<= 0: after
+// Options.Backoff(attempt)), or dead-letters the job when it has used its
+// last attempt; see core.Queue.
+func (db *DB) Fail(ctx context.Context, j core.Job, reason string, retryAfter time.Duration) (bool, error) {
+	if j.Lease == "" {
+		return false, fmt.Errorf("fail job %s: %w", j.ID, core.ErrLeaseLost)
+	}
+	var dead bool
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		var attempt, maxAttempts int
+		err := tx.QueryRowContext(ctx, `SELECT attempt, max_attempts FROM jobs
+			WHERE id = ? AND lease = ? AND dead_at IS NULL`, j.ID, j.Lease).Scan(&attempt, &maxAttempts)
+		if errors.Is(err, sql.ErrNoRows) {
+			return core.ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		now := db.opts.Clock.Now()
+		if attempt >= db.maxAttempts(maxAttempts) {
+			dead = true
+			_, err = tx.ExecContext(ctx, `UPDATE jobs SET dead_at = ?, last_error = ?, consumer = '', lease = ''
+				WHERE id = ?`, now.UnixNano(), reason, j.ID)
+			return err
+		}
+		delay := retryAfter
+		if delay <= 0 {
+			delay = db.opts.Backoff(attempt)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE jobs SET last_error = ?, consumer = '', lease = '', visible_at = ?
+			WHERE id = ?`, reason, now.Add(delay).UnixNano(), j.ID)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("fail job %s: %w", j.ID, err)
+	}
+	return dead, nil
+}
+
+// Recover makes the live jobs leased to consumer due at once and returns how
+// many there were; see core.Queue. Their Attempt still counts the lost
+// delivery.
+func (db *DB) Recover(ctx context.Context, consumer string) (int, error) {
+	if consumer == "" {
+		return 0, errors.New("recover: consumer must not be empty")
+	}
+	var n int64
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE jobs SET consumer = '', lease = '', visible_at = MIN(visible_at, ?)
+			WHERE consumer = ? AND dead_at IS NULL`, db.opts.Clock.Now().UnixNano(), consumer)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("recover %s: %w", consumer, err)
+	}
+	if n > 0 {
+		db.wake()
+	}
+	return int(n), nil
+}
+
+// DeadLetters lists up to limit (0 = all) dead-lettered jobs in the order
+// they died, oldest first; see core.Queue.
+func (db *DB) DeadLetters(ctx context.Context, limit int) ([]core.Job, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	rows, err := db.r.QueryContext(ctx, `SELECT `+jobColumns+` FROM jobs
+		WHERE dead_at IS NOT NULL ORDER BY dead_at, rowid LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("dead letters: %w", err)
+	}
+	defer rows.Close()
+	var jobs []core.Job
+	for rows.Next() {
+		j, err := db.scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("dead letters: %w", err)
+		}
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("dead letters: %w", err)
+	}
+	return jobs, nil
+}
+
+// Depth counts jobs not yet acked and not dead; see core.Queue.
+func (db *DB) Depth(ctx context.Context) (int64, error) {
+	var n int64
+	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs WHERE dead_at IS NULL`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("queue depth: %w", err)
+	}
+	return n, nil
+}
