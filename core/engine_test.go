@@ -93,7 +93,7 @@ func (t *recTool) Calls() []toolCall {
 }
 
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	db     *sqlite.DB
 	path   string
 	clock  *fakeClock
@@ -104,7 +104,7 @@ type harness struct {
 	stop   func()
 }
 
-func newHarness(t *testing.T, agents map[string]*core.Agent, opts sqlite.Options) *harness {
+func newHarness(t testing.TB, agents map[string]*core.Agent, opts sqlite.Options) *harness {
 	t.Helper()
 	h := &harness{t: t, path: filepath.Join(t.TempDir(), "agentgate.db"), agents: agents,
 		clock: &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}, hub: &core.Hub{}}
@@ -468,7 +468,9 @@ func TestOneSessionRunsInOrderAndSeesHistory(t *testing.T) {
 func TestSessionsRunInParallel(t *testing.T) {
 	t.Parallel()
 	m := &scriptModel{block: make(chan struct{})}
-	m.Func = func(n int, req core.ModelRequest) (core.ModelResponse, error) { return core.ModelResponse{Text: "ok"}, nil }
+	m.Func = func(n int, req core.ModelRequest) (core.ModelResponse, error) {
+		return core.ModelResponse{Text: "ok"}, nil
+	}
 	h := newHarness(t, map[string]*core.Agent{"a": {Model: m}}, sqlite.Options{})
 	r1 := h.submit("a", "", "one")
 	r2 := h.submit("a", "", "two")

@@ -24,6 +24,8 @@ var (
 	// ErrArgsMismatch: a decision was made for other arguments than the
 	// approval carries.
 	ErrArgsMismatch = errors.New("approval arguments do not match")
+	// ErrInvalidCursor: a list cursor that no list handed out.
+	ErrInvalidCursor = errors.New("invalid cursor: pass next_cursor from the previous page, or none to start")
 	// ErrSessionAgent: the session belongs to another agent.
 	ErrSessionAgent = errors.New("session belongs to another agent")
 )

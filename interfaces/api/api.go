@@ -536,6 +536,8 @@ func (s *server) fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.As(err, &ie):
 		writeError(w, http.StatusBadRequest, "bad_request", ie.Msg)
+	case errors.Is(err, core.ErrInvalidCursor):
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 	case errors.Is(err, core.ErrSessionAgent):
 		writeError(w, http.StatusConflict, "session_agent_mismatch", "the session belongs to another agent; start a new session or use that agent")
 	case errors.Is(err, context.Canceled):

@@ -247,7 +247,7 @@ func parseCursor(c string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(c, 10, 64)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("invalid cursor %q", c)
+		return 0, fmt.Errorf("cursor %q: %w", c, core.ErrInvalidCursor)
 	}
 	return n, nil
 }

@@ -65,6 +65,10 @@ func (c Config) validate() error {
 }
 
 // Model calls a Chat Completions API. It is safe for concurrent use.
+//
+// Besides OPENAI_BASE_URL, the client reads OPENAI_ORG_ID, OPENAI_PROJECT_ID
+// and OPENAI_CUSTOM_HEADERS from the environment and sends them with every
+// request.
 type Model struct {
 	model  string
 	client openai.Client
@@ -299,7 +303,11 @@ func (m *Model) wrap(err error) error {
 	if errors.As(err, &apiErr) {
 		if msg := strings.Join(strings.Fields(apiErr.Message), " "); msg != "" {
 			if len(msg) > maxErrorMessage {
-				msg = msg[:maxErrorMessage] + "…"
+				cut := maxErrorMessage
+				for cut > 0 && !utf8.RuneStart(msg[cut]) {
+					cut--
+				}
+				msg = msg[:cut] + "…"
 			}
 			return fmt.Errorf("openai %s: %w: %s", m.model, err, msg)
 		}

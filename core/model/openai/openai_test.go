@@ -463,8 +463,8 @@ func TestGenerateWire(t *testing.T) {
 			want: core.ModelResponse{ToolCalls: []core.ToolCall{{ID: "<generated>", Name: "search", Arguments: json.RawMessage(`"{\"q\": oops"`)}}},
 		},
 		{
-			name: "stream cut before the finish reason",
-			body: chunk(`{"id":"c3","choices":[{"index":0,"delta":{"role":"assistant","content":"Half a sen"}}]}`),
+			name:    "stream cut before the finish reason",
+			body:    chunk(`{"id":"c3","choices":[{"index":0,"delta":{"role":"assistant","content":"Half a sen"}}]}`),
 			wantErr: "ended before the model finished",
 		},
 		{

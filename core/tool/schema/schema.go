@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -250,7 +251,8 @@ func kindMessage(k jsonschema.ErrorKind) string {
 		if len(k.Properties) == 1 {
 			return "property " + strconv.Quote(k.Properties[0]) + " is not allowed"
 		}
-		return "properties " + quoteAll(k.Properties) + " are not allowed"
+		props := slices.Sorted(slices.Values(k.Properties)) // found in map order
+		return "properties " + quoteAll(props) + " are not allowed"
 	case *kind.Enum:
 		want := make([]string, len(k.Want))
 		for i, w := range k.Want {

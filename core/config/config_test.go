@@ -1,0 +1,132 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentgate/agentgate/core/config"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestExampleFileLoadsAsShipped(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1234/v1")
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	c, err := config.Load(filepath.Join("..", "..", "examples", "agentgate.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := c.Agents["ops"]
+	if ops.Model.BaseURL != "http://127.0.0.1:1234/v1" || ops.Model.APIKey != "sk-test" || ops.Model.Name != "gpt-4o-mini" {
+		t.Fatalf("model = %+v", ops.Model)
+	}
+	d := c.Tools["deploy"]
+	if d.HTTP.URL != "http://127.0.0.1:9999/deploy" || d.HTTP.Timeout != 10*time.Second || !d.Approval.Required || d.Approval.Timeout != 15*time.Minute {
+		t.Fatalf("deploy = %+v", d)
+	}
+	if got := string(d.ParametersJSON()); !strings.Contains(got, `"enum":["staging","production"]`) {
+		t.Fatalf("parameters = %s", got)
+	}
+}
+
+func TestExampleFileWithoutEnvUsesProviderDefault(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "agentgate.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Parse(b, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Agents["ops"].Model.BaseURL != "" {
+		t.Fatalf("base_url = %q, want empty", c.Agents["ops"].Model.BaseURL)
+	}
+}
+
+func TestExpand(t *testing.T) {
+	got := string(config.Expand([]byte("a: ${A}\nb: ${B:-dflt}\nc: ${C}\nd: $NOT"), env(map[string]string{"A": "x"})))
+	if want := "a: x\nb: dflt\nc: \nd: $NOT"; got != want {
+		t.Fatalf("Expand = %q, want %q", got, want)
+	}
+}
+
+func TestErrorsNameTheFieldAndTheFix(t *testing.T) {
+	cases := []struct {
+		name, yaml, want string
+	}{
+		{"relative url", `
+agents: {a: {model: {provider: demo}, tools: [deploy]}}
+tools: {deploy: {http: {url: /deploy}}}`, "tools.deploy.http.url: must be an absolute http(s) URL"},
+		{"unknown tool", `
+agents: {a: {model: {provider: demo}, tools: [nope]}}`, `agents.a.tools[0]: unknown tool "nope"`},
+		{"no provider", `
+agents: {a: {model: {name: x}}}`, "agents.a.model.provider: required: one of openai, demo"},
+		{"openai without name", `
+agents: {a: {model: {provider: openai}}}`, "agents.a.model.name: required for provider openai"},
+		{"bad provider", `
+agents: {a: {model: {provider: gpt}}}`, `agents.a.model.provider: unknown provider "gpt"`},
+		{"no agents", `tools: {}`, "agents: define at least one agent"},
+		{"unknown field", `
+agents: {a: {model: {provider: demo}, tool: [x]}}`, "field tool not found"},
+		{"bad duration", `
+agents: {a: {model: {provider: demo, timeout: soon}}}`, "soon"},
+		{"tool without kind", `
+agents: {a: {model: {provider: demo}}}
+tools: {t: {description: x}}`, "tools.t: set http (a URL to call) or builtin"},
+		{"bad schema", `
+agents: {a: {model: {provider: demo}}}
+tools: {t: {builtin: clock, parameters: {type: objekt}}}`, "tools.t.parameters:"},
+		{"approval settings without required", `
+agents: {a: {model: {provider: demo}}}
+tools: {t: {builtin: clock, approval: {timeout: 1m}}}`, "tools.t.approval.required:"},
+		{"bad method", `
+agents: {a: {model: {provider: demo}}}
+tools: {t: {http: {url: "http://x/y", method: GET}}}`, "tools.t.http.method: must be POST, PUT or PATCH"},
+		{"bad base url", `
+agents: {a: {model: {provider: openai, name: m, base_url: "localhost:11434"}}}`, "agents.a.model.base_url: must be an absolute http(s) URL"},
+		{"short api key", `
+server: {api_keys: [short]}
+agents: {a: {model: {provider: demo}}}`, "server.api_keys[0]: must be at least 16 characters"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(tc.yaml), env(nil))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestEveryProblemIsListed(t *testing.T) {
+	_, err := config.Parse([]byte(`
+agents: {a: {model: {provider: nope}, tools: [x]}}
+tools: {t: {http: {url: ftp://x}}}`), env(nil))
+	for _, want := range []string{"agents.a.model.provider", "agents.a.tools[0]", "tools.t.http.url"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err = %v, want it to mention %s", err, want)
+		}
+	}
+}
+
+func TestDefaultIsValid(t *testing.T) {
+	if err := config.Default().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("agents: {a: {model: {provider: demo}}}"))
+	f.Add([]byte("tools: {t: {http: {url: ${X}}}}"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := config.Parse(b, env(map[string]string{"X": "http://h/"}))
+		if err == nil && c == nil {
+			t.Fatal("nil config without error")
+		}
+	})
+}
