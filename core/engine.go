@@ -645,7 +645,11 @@ func (r *runner) toolStep(ctx context.Context, call ToolCall) (bool, error) {
 	if tool.Approval.Required {
 		req, asked := s.requested[call.ID]
 		if !asked {
-			return true, r.requestApproval(ctx, call, tool)
+			canon, err := schema.Canonical(call.Arguments)
+			if err != nil {
+				return result("error: " + err.Error() + ". Send the arguments as one JSON object.")
+			}
+			return true, r.requestApproval(ctx, call, tool, canon)
 		}
 		d, decided := s.decided[req.ApprovalID]
 		if !decided {
@@ -710,11 +714,7 @@ func (r *runner) execute(ctx context.Context, call ToolCall, tool *AgentTool, ar
 }
 
 // requestApproval pauses the run on a new approval for call.
-func (r *runner) requestApproval(ctx context.Context, call ToolCall, tool *AgentTool) error {
-	canon, err := schema.Canonical(call.Arguments)
-	if err != nil {
-		return fmt.Errorf("canonical arguments: %w", err)
-	}
+func (r *runner) requestApproval(ctx context.Context, call ToolCall, tool *AgentTool, canon json.RawMessage) error {
 	now := r.e.cfg.Clock.Now().UTC()
 	timeout := tool.Approval.Timeout
 	if timeout <= 0 {

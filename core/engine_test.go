@@ -648,3 +648,16 @@ func TestApproverPolicy(t *testing.T) {
 	}
 	h.waitStatus(run.ID, core.RunCompleted)
 }
+
+func TestDuplicateKeysNeverReachAnApproval(t *testing.T) {
+	t.Parallel()
+	tool := &recTool{}
+	// An approver could be shown one "service" and the tool act on the other.
+	agent, _ := deployAgent(`{"service":"web","service":"db","env":"staging"}`, tool, core.ApprovalRule{Required: true})
+	h := newHarness(t, map[string]*core.Agent{"ops": agent}, sqlite.Options{})
+	run := h.submit("ops", "", "deploy")
+	done := h.waitStatus(run.ID, core.RunCompleted)
+	if len(tool.Calls()) != 0 || len(h.pending(run.ID)) != 0 || !strings.Contains(done.Output, "duplicate") {
+		t.Fatalf("tool calls %d, output %q", len(tool.Calls()), done.Output)
+	}
+}

@@ -19,7 +19,8 @@ type Job struct {
 	Payload json.RawMessage `json:"payload"`
 	// Attempt counts deliveries, including the current one (1 on first delivery).
 	Attempt int `json:"attempt"`
-	// MaxAttempts: deliveries before the job is dead-lettered; 0 = queue default.
+	// MaxAttempts: deliveries before the job is dead-lettered; 0 at Enqueue =
+	// the queue's default. A delivered job reports the limit in force.
 	MaxAttempts int       `json:"max_attempts"`
 	RunAt       time.Time `json:"run_at"`
 	LastError   string    `json:"last_error,omitempty"`

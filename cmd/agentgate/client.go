@@ -263,7 +263,7 @@ func chat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 			continue
 		}
 		for {
-			run, err := followStream(resp.Body, stdout)
+			run, shown, err := followStream(resp.Body, stdout)
 			resp.Body.Close()
 			if err != nil {
 				fmt.Fprintln(stdout, "\nerror:", err)
@@ -271,7 +271,9 @@ func chat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 			}
 			*session = run.SessionID
 			if run.Status != core.RunPaused {
-				printOutcome(stdout, run)
+				if !shown || run.Status != core.RunCompleted {
+					printOutcome(stdout, run)
+				}
 				break
 			}
 			if !askApprovals(ctx, c, in, stdout, run, *user) {
@@ -286,12 +288,13 @@ func chat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 }
 
-// followStream prints streamed text and returns the run from the final event.
-func followStream(body io.Reader, stdout io.Writer) (apiRun, error) {
+// followStream prints streamed text and returns the run from the final event;
+// shown reports whether the last model answer was printed as it streamed.
+func followStream(body io.Reader, stdout io.Writer) (run apiRun, shown bool, err error) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	var event string
-	started := false
+	started, streamed := false, false
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
@@ -308,7 +311,10 @@ func followStream(body io.Reader, stdout io.Writer) (apiRun, error) {
 						started = true
 					}
 					fmt.Fprint(stdout, d.Text)
+					streamed = true
 				}
+			case string(core.EventModelResponse):
+				shown, streamed = streamed, false
 			case string(core.EventToolResult):
 				var ev core.Event
 				var tr core.ToolResult
@@ -323,18 +329,17 @@ func followStream(body io.Reader, stdout io.Writer) (apiRun, error) {
 				if started {
 					fmt.Fprintln(stdout)
 				}
-				var run apiRun
 				err := json.Unmarshal([]byte(data), &run)
-				return run, err
+				return run, shown, err
 			case "error":
-				return apiRun{}, errors.New(data)
+				return run, false, errors.New(data)
 			}
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return apiRun{}, err
+		return run, false, err
 	}
-	return apiRun{}, errors.New("the stream ended before the run settled")
+	return run, false, errors.New("the stream ended before the run settled")
 }
 
 func printOutcome(stdout io.Writer, run apiRun) {
