@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -119,6 +120,9 @@ func newHarness(t testing.TB, agents map[string]*core.Agent, opts sqlite.Options
 func (h *harness) start(opts sqlite.Options) {
 	h.t.Helper()
 	opts.Clock = h.clock
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	if opts.PollInterval == 0 {
 		opts.PollInterval = 20 * time.Millisecond
 	}
@@ -126,7 +130,7 @@ func (h *harness) start(opts sqlite.Options) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	eng, err := core.NewEngine(core.EngineConfig{Store: db, Queue: db, Agents: h.agents, Hub: h.hub, Clock: h.clock, Workers: 4})
+	eng, err := core.NewEngine(core.EngineConfig{Store: db, Queue: db, Agents: h.agents, Hub: h.hub, Clock: h.clock, Workers: 4, Logger: opts.Logger})
 	if err != nil {
 		h.t.Fatal(err)
 	}
