@@ -46,6 +46,9 @@ type EngineConfig struct {
 	// ClaimTTL is how long a run claim and a job lease last without a
 	// heartbeat; a crashed node's runs are taken over after it. Default 30s.
 	ClaimTTL time.Duration
+	// DrainTimeout is how long in-flight steps may finish after shutdown
+	// begins before they are interrupted. Default 10s.
+	DrainTimeout time.Duration
 }
 
 // Engine advances runs from their journal: it calls the model, journals its
@@ -89,6 +92,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	}
 	if cfg.ClaimTTL <= 0 {
 		cfg.ClaimTTL = 30 * time.Second
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 10 * time.Second
 	}
 	return &Engine{
 		cfg:     cfg,
@@ -194,8 +200,10 @@ func (e *Engine) Cancel(ctx context.Context, id, by, reason string) (Run, error)
 }
 
 // Start makes the queued and running runs left by an earlier process
-// runnable again, then runs the worker pool until ctx ends. In-flight runs
-// are interrupted at ctx's end and resume from their journal later.
+// runnable again, then runs the worker pool until ctx ends. When ctx ends the
+// workers stop taking jobs and in-flight steps get DrainTimeout to finish;
+// steps still running then are interrupted and their jobs handed back to the
+// queue, to resume from the journal on this or another node.
 func (e *Engine) Start(ctx context.Context) error {
 	if n, err := e.cfg.Queue.Recover(ctx, e.cfg.NodeID); err != nil {
 		return fmt.Errorf("engine: recover jobs: %w", err)
@@ -207,15 +215,38 @@ func (e *Engine) Start(ctx context.Context) error {
 	} else if n > 0 {
 		e.log.Info("resuming runs", "runs", n)
 	}
+	work, interrupt := context.WithCancel(context.WithoutCancel(ctx))
+	defer interrupt()
 	var wg sync.WaitGroup
 	for range e.cfg.Workers {
-		wg.Go(func() { e.work(ctx) })
+		wg.Go(func() { e.work(ctx, work) })
 	}
-	wg.Wait()
+	drained := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(drained)
+	}()
+	<-ctx.Done()
+	select {
+	case <-drained:
+	case <-time.After(e.cfg.DrainTimeout):
+		e.log.Warn("drain timeout: interrupting in-flight runs", "timeout", e.cfg.DrainTimeout)
+		interrupt()
+		<-drained
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if n, err := e.cfg.Queue.Recover(hctx, e.cfg.NodeID); err != nil {
+		return fmt.Errorf("engine: hand back jobs: %w", err)
+	} else if n > 0 {
+		e.log.Info("handed back unfinished jobs", "jobs", n)
+	}
 	return nil
 }
 
-func (e *Engine) work(ctx context.Context) {
+// work takes jobs until ctx ends and runs each under work, which outlives
+// ctx by the drain timeout.
+func (e *Engine) work(ctx, work context.Context) {
 	for {
 		job, err := e.cfg.Queue.Dequeue(ctx, e.cfg.NodeID, e.cfg.ClaimTTL)
 		if err != nil {
@@ -230,7 +261,7 @@ func (e *Engine) work(ctx context.Context) {
 			}
 			continue
 		}
-		e.handle(ctx, job)
+		e.handle(work, job)
 	}
 }
 
@@ -256,7 +287,7 @@ func (e *Engine) handle(ctx context.Context, job Job) {
 		err = fmt.Errorf("unknown job kind %q", job.Kind)
 	}
 	if ctx.Err() != nil {
-		return // shutting down: the lease expires or Recover hands the job back
+		return // interrupted at shutdown: Start hands the job back
 	}
 	if err == nil {
 		if aerr := e.cfg.Queue.Ack(ctx, job); aerr != nil && !errors.Is(aerr, ErrLeaseLost) {

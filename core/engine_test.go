@@ -665,3 +665,27 @@ func TestDuplicateKeysNeverReachAnApproval(t *testing.T) {
 		t.Fatalf("tool calls %d, output %q", len(tool.Calls()), done.Output)
 	}
 }
+
+func TestShutdownLetsInFlightStepsFinish(t *testing.T) {
+	t.Parallel()
+	m := &scriptModel{block: make(chan struct{})}
+	m.Func = func(int, core.ModelRequest) (core.ModelResponse, error) { return core.ModelResponse{Text: "made it"}, nil }
+	h := newHarness(t, map[string]*core.Agent{"a": {Model: m}}, sqlite.Options{})
+	run := h.submit("a", "", "hi")
+	h.waitStatus(run.ID, core.RunRunning)
+	stopped := make(chan struct{})
+	stop := h.stop
+	h.stop = nil
+	go func() { stop(); close(stopped) }()
+	m.block <- struct{}{} // the model answers after shutdown began
+	<-stopped
+	db, err := sqlite.Open(t.Context(), h.path, sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	got, err := db.GetRun(t.Context(), run.ID)
+	if err != nil || got.Status != core.RunCompleted || got.Output != "made it" {
+		t.Fatalf("after shutdown: %+v, %v", got, err)
+	}
+}
