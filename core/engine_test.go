@@ -669,7 +669,9 @@ func TestDuplicateKeysNeverReachAnApproval(t *testing.T) {
 func TestShutdownLetsInFlightStepsFinish(t *testing.T) {
 	t.Parallel()
 	m := &scriptModel{block: make(chan struct{})}
-	m.Func = func(int, core.ModelRequest) (core.ModelResponse, error) { return core.ModelResponse{Text: "made it"}, nil }
+	m.Func = func(int, core.ModelRequest) (core.ModelResponse, error) {
+		return core.ModelResponse{Text: "made it"}, nil
+	}
 	h := newHarness(t, map[string]*core.Agent{"a": {Model: m}}, sqlite.Options{})
 	run := h.submit("a", "", "hi")
 	h.waitStatus(run.ID, core.RunRunning)
