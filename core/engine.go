@@ -46,6 +46,11 @@ type EngineConfig struct {
 	// ClaimTTL is how long a run claim and a job lease last without a
 	// heartbeat; a crashed node's runs are taken over after it. Default 30s.
 	ClaimTTL time.Duration
+	// JanitorInterval is how often every queued or running run gets its job
+	// enqueued again, in case an external queue lost it (the store is the
+	// source of truth). 0 = only at start, right for the embedded queue,
+	// which commits jobs with the state.
+	JanitorInterval time.Duration
 	// DrainTimeout is how long in-flight steps may finish after shutdown
 	// begins before they are interrupted. Default 10s.
 	DrainTimeout time.Duration
@@ -221,6 +226,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	for range e.cfg.Workers {
 		wg.Go(func() { e.work(ctx, work) })
 	}
+	if e.cfg.JanitorInterval > 0 {
+		wg.Go(func() { e.janitor(ctx) })
+	}
 	drained := make(chan struct{})
 	go func() {
 		wg.Wait()
@@ -242,6 +250,24 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.log.Info("handed back unfinished jobs", "jobs", n)
 	}
 	return nil
+}
+
+// janitor re-enqueues active runs every JanitorInterval until ctx ends.
+func (e *Engine) janitor(ctx context.Context) {
+	t := time.NewTicker(e.cfg.JanitorInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := e.cfg.Store.RequeueActive(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("janitor: requeue active runs", "err", err)
+		} else if n > 0 {
+			e.log.Debug("janitor: requeued active runs", "runs", n)
+		}
+	}
 }
 
 // work takes jobs until ctx ends and runs each under work, which outlives
