@@ -222,7 +222,7 @@ func (g *gateway) start() {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	for {
-		resp, err := http.Get(g.base + "/readyz")
+		resp, err := readyClient.Get(g.base + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -257,7 +257,10 @@ func (g *gateway) kill() {
 	<-exited
 }
 
-var httpClient = &http.Client{Timeout: 90 * time.Second}
+var (
+	httpClient  = &http.Client{Timeout: 90 * time.Second} // > the API's 60s ?wait=true cap
+	readyClient = &http.Client{Timeout: 5 * time.Second}
+)
 
 // do sends a JSON request and returns the status and the body.
 func (g *gateway) do(method, path string, body any) (int, []byte) {
@@ -388,9 +391,9 @@ func (g *gateway) waitRun(id, want string) runJSON {
 	eventually(g.t, fmt.Sprintf("run %s to be %s", id, want), func() (bool, string) {
 		run = g.run(id)
 		if run.Status != want && (run.Status == "completed" || run.Status == "failed" || run.Status == "cancelled") {
-			g.t.Fatalf("run %s is %s, want %s: %+v", id, run.Status, want, run)
+			g.t.Fatalf("run %s is %s, want %s: %s", id, run.Status, want, asJSON(run))
 		}
-		return run.Status == want, fmt.Sprintf("%+v", run)
+		return run.Status == want, asJSON(run)
 	})
 	return run
 }
@@ -405,10 +408,19 @@ func (g *gateway) decide(id, decision, reason string) (int, []byte) {
 func onlyPending(t *testing.T, run runJSON) approvalJSON {
 	t.Helper()
 	if run.Status != "paused" || len(run.PendingApprovals) != 1 {
-		t.Fatalf("run %s: want paused with exactly one pending approval, got %s with %d: %+v",
-			run.ID, run.Status, len(run.PendingApprovals), run)
+		t.Fatalf("run %s: want paused with exactly one pending approval, got %s with %d: %s",
+			run.ID, run.Status, len(run.PendingApprovals), asJSON(run))
 	}
 	return run.PendingApprovals[0]
+}
+
+// asJSON shows v in failure messages.
+func asJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%+v", v)
+	}
+	return string(b)
 }
 
 // sameJSON reports whether a and b are the same JSON value.
@@ -476,6 +488,10 @@ func newToolServer(t *testing.T) *toolServer {
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(ts.release) }) // runs before srv.Close
 	return ts
+}
+
+func (r toolRequest) String() string {
+	return fmt.Sprintf("%s %s Idempotency-Key=%q %s", r.Method, r.Path, r.Key, r.Body)
 }
 
 func (ts *toolServer) Requests() []toolRequest {
@@ -566,7 +582,7 @@ func toolMessage(t *testing.T, req fakeopenai.Request) fakeopenai.Message {
 		}
 	}
 	if len(out) != 1 {
-		t.Fatalf("model request has %d tool messages, want 1: %+v", len(out), req.Messages)
+		t.Fatalf("model request has %d tool messages, want 1: %s", len(out), asJSON(req.Messages))
 	}
 	return out[0]
 }
@@ -592,7 +608,7 @@ func TestE2EApprove(t *testing.T) {
 	run := g.submit("ops", map[string]string{"input": "deploy web to production"})
 	a := onlyPending(t, run)
 	if a.Tool != "deploy" || a.Status != "pending" || a.RunID != run.ID || !sameJSON(t, a.Arguments, []byte(args)) {
-		t.Fatalf("pending approval = %+v, want deploy %s for run %s", a, args, run.ID)
+		t.Fatalf("pending approval = %s, want deploy %s for run %s", asJSON(a), args, run.ID)
 	}
 	if n := len(model.Requests()); n != 1 {
 		t.Fatalf("model called %d times before the decision, want 1", n)
@@ -612,7 +628,7 @@ func TestE2EApprove(t *testing.T) {
 
 	calls := tools.Requests()
 	if len(calls) != 1 {
-		t.Fatalf("tool got %d requests, want 1: %+v", len(calls), calls)
+		t.Fatalf("tool got %d requests, want 1: %s", len(calls), calls)
 	}
 	if c := calls[0]; c.Method != "POST" || !sameJSON(t, c.Body, []byte(args)) || c.Key != run.ID+":"+a.ToolCallID {
 		t.Errorf("tool request = %s %s key %q, want POST %s key %q", c.Method, c.Body, c.Key, args, run.ID+":"+a.ToolCallID)
@@ -624,7 +640,7 @@ func TestE2EApprove(t *testing.T) {
 	}
 	tm := toolMessage(t, reqs[1])
 	if tm.Content != toolResponse || tm.ToolCallID != a.ToolCallID {
-		t.Errorf("second model request's tool message = %+v, want content %s for call %s", tm, toolResponse, a.ToolCallID)
+		t.Errorf("second model request's tool message = %s, want content %s for call %s", asJSON(tm), toolResponse, a.ToolCallID)
 	}
 
 	status, body = g.decide(a.ID, "deny", "too late")
@@ -661,7 +677,7 @@ func TestE2EDeny(t *testing.T) {
 	}
 	tm := toolMessage(t, reqs[1])
 	if !strings.Contains(tm.Content, "denied") || !strings.Contains(tm.Content, "change freeze until Monday") || tm.ToolCallID != a.ToolCallID {
-		t.Errorf("tool message after deny = %+v, want it to say denied with the reason", tm)
+		t.Errorf("tool message after deny = %s, want it to say denied with the reason", asJSON(tm))
 	}
 	if !strings.HasPrefix(run.Output, "Not deployed:") {
 		t.Errorf("output = %q, want the model's answer to the denial", run.Output)
@@ -676,7 +692,7 @@ func TestE2EApprovalExpires(t *testing.T) {
 	a := onlyPending(t, run)
 	eventually(t, "the approval to expire", func() (bool, string) {
 		got := g.approval(a.ID)
-		return got.Status == "expired", fmt.Sprintf("%+v", got)
+		return got.Status == "expired", asJSON(got)
 	})
 	run = g.waitRun(run.ID, "completed")
 	if n := len(tools.Requests()); n != 0 {
@@ -729,7 +745,7 @@ func TestE2ECrashResumes(t *testing.T) {
 	select {
 	case <-tools.held:
 	case <-time.After(pollTimeout):
-		t.Fatalf("run A's tool call never arrived; run: %+v", g.run(runA.ID))
+		t.Fatalf("run A's tool call never arrived; run: %s", asJSON(g.run(runA.ID)))
 	}
 	g.kill() // kill -9 with A's tool call in flight and B paused
 
@@ -739,14 +755,20 @@ func TestE2ECrashResumes(t *testing.T) {
 		t.Errorf("run A output = %q", runA.Output)
 	}
 
+	var aprs pageJSON[approvalJSON]
+	g.json("GET", "/api/v1/approvals?run_id="+runA.ID, nil, http.StatusOK, &aprs)
+	if len(aprs.Items) != 1 || aprs.Items[0].ID != aprA.ID || aprs.Items[0].Status != "approved" {
+		t.Errorf("run A's approvals after restart = %s, want only %s, approved", asJSON(aprs.Items), aprA.ID)
+	}
+
 	// B survived the crash: still paused on the same, still pending approval.
 	if got := g.run(runB.ID); got.Status != "paused" || len(got.PendingApprovals) != 1 || got.PendingApprovals[0].ID != aprB.ID {
-		t.Fatalf("run B after restart = %+v, want paused on approval %s", got, aprB.ID)
+		t.Fatalf("run B after restart = %s, want paused on approval %s", asJSON(got), aprB.ID)
 	}
 	var all pageJSON[approvalJSON]
 	g.json("GET", "/api/v1/approvals?run_id="+runB.ID, nil, http.StatusOK, &all)
 	if len(all.Items) != 1 || all.Items[0].Status != "pending" {
-		t.Fatalf("run B's approvals after restart = %+v, want just the one pending", all.Items)
+		t.Fatalf("run B's approvals after restart = %s, want just the one pending", asJSON(all.Items))
 	}
 	if status, body := g.decide(aprB.ID, "approve", ""); status != http.StatusOK {
 		t.Fatalf("approve B: status %d: %s", status, body)
@@ -885,7 +907,7 @@ func TestE2ESessionRunsInOrder(t *testing.T) {
 	}
 	for _, id := range []string{first.ID, second.ID} {
 		if run := g.run(id); run.Status != "completed" || run.Output != "answer to "+run.Input || run.SessionID != session {
-			t.Errorf("run %s = %+v, want completed in %s answering its input", id, run, session)
+			t.Errorf("run %s = %s, want completed in %s answering its input", id, asJSON(run), session)
 		}
 	}
 
@@ -928,13 +950,13 @@ func TestE2EDefaultDemo(t *testing.T) {
 
 	hello := g.submit("demo", map[string]string{"input": "hello"})
 	if hello.Status != "completed" || hello.Output == "" {
-		t.Fatalf("hello run = %+v, want completed with an answer", hello)
+		t.Fatalf("hello run = %s, want completed with an answer", asJSON(hello))
 	}
 
 	run := g.submit("demo", map[string]string{"input": "deploy web to staging"})
 	a := onlyPending(t, run)
 	if a.Tool != "deploy" || !sameJSON(t, a.Arguments, []byte(`{"env":"staging","service":"web"}`)) {
-		t.Fatalf("pending approval = %+v, want deploy {env:staging, service:web}", a)
+		t.Fatalf("pending approval = %s, want deploy {env:staging, service:web}", asJSON(a))
 	}
 
 	out, err := g.cli("approvals", "list")
@@ -949,7 +971,7 @@ func TestE2EDefaultDemo(t *testing.T) {
 		t.Errorf("agentgate approvals approve printed %q, want it to say approved", out)
 	}
 	if got := g.approval(a.ID); got.Status != "approved" || got.DecidedVia != "cli" {
-		t.Errorf("approval after the CLI = %+v, want approved via cli", got)
+		t.Errorf("approval after the CLI = %s, want approved via cli", asJSON(got))
 	}
 	run = g.waitRun(run.ID, "completed")
 	if !strings.Contains(run.Output, "deployed") {
