@@ -499,43 +499,48 @@ type decidedAt struct {
 	at time.Time
 }
 
+// decode reads an event's payload.
+func decode[T any](ev Event) (T, error) {
+	var v T
+	if err := json.Unmarshal(ev.Data, &v); err != nil {
+		return v, fmt.Errorf("journal %s seq %d: %w", ev.RunID, ev.Seq, err)
+	}
+	return v, nil
+}
+
 func (s *journalState) apply(ev Event) error {
 	s.events = append(s.events, ev)
+	var err error
 	switch ev.Type {
 	case EventModelResponse:
 		var m ModelResponse
-		if err := json.Unmarshal(ev.Data, &m); err != nil {
-			return fmt.Errorf("journal seq %d: %w", ev.Seq, err)
+		if m, err = decode[ModelResponse](ev); err == nil {
+			s.responses++
+			s.last = &m
+			s.usage = s.usage.Add(m.Usage)
 		}
-		s.responses++
-		s.last = &m
-		s.usage = s.usage.Add(m.Usage)
 	case EventToolStarted:
 		var t ToolStarted
-		if err := json.Unmarshal(ev.Data, &t); err != nil {
-			return fmt.Errorf("journal seq %d: %w", ev.Seq, err)
+		if t, err = decode[ToolStarted](ev); err == nil {
+			s.started[t.ToolCallID] = true
 		}
-		s.started[t.ToolCallID] = true
 	case EventToolResult:
 		var t ToolResult
-		if err := json.Unmarshal(ev.Data, &t); err != nil {
-			return fmt.Errorf("journal seq %d: %w", ev.Seq, err)
+		if t, err = decode[ToolResult](ev); err == nil {
+			s.results[t.ToolCallID] = t
 		}
-		s.results[t.ToolCallID] = t
 	case EventApprovalRequested:
 		var a ApprovalRequested
-		if err := json.Unmarshal(ev.Data, &a); err != nil {
-			return fmt.Errorf("journal seq %d: %w", ev.Seq, err)
+		if a, err = decode[ApprovalRequested](ev); err == nil {
+			s.requested[a.ToolCallID] = a
 		}
-		s.requested[a.ToolCallID] = a
 	case EventApprovalDecided:
 		var d ApprovalDecided
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return fmt.Errorf("journal seq %d: %w", ev.Seq, err)
+		if d, err = decode[ApprovalDecided](ev); err == nil {
+			s.decided[d.ApprovalID] = decidedAt{ApprovalDecided: d, at: ev.CreatedAt}
 		}
-		s.decided[d.ApprovalID] = decidedAt{ApprovalDecided: d, at: ev.CreatedAt}
 	}
-	return nil
+	return err
 }
 
 func (r *runner) load(ctx context.Context) error {
@@ -659,20 +664,20 @@ func (r *runner) modelRequest(ctx context.Context) (ModelRequest, error) {
 	for _, ev := range r.state.events {
 		switch ev.Type {
 		case EventUserMessage:
-			var m UserMessage
-			if err := json.Unmarshal(ev.Data, &m); err != nil {
+			m, err := decode[UserMessage](ev)
+			if err != nil {
 				return req, err
 			}
 			req.Messages = append(req.Messages, Message{Role: RoleUser, Content: m.Text})
 		case EventModelResponse:
-			var m ModelResponse
-			if err := json.Unmarshal(ev.Data, &m); err != nil {
+			m, err := decode[ModelResponse](ev)
+			if err != nil {
 				return req, err
 			}
 			req.Messages = append(req.Messages, Message{Role: RoleAssistant, Content: m.Text, ToolCalls: m.ToolCalls})
 		case EventToolResult:
-			var t ToolResult
-			if err := json.Unmarshal(ev.Data, &t); err != nil {
+			t, err := decode[ToolResult](ev)
+			if err != nil {
 				return req, err
 			}
 			req.Messages = append(req.Messages, Message{Role: RoleTool, Content: t.Content, ToolCallID: t.ToolCallID, Name: t.Tool})
