@@ -1,0 +1,481 @@
+// Package redisstream is a core.Queue on Redis Streams, for gateways that run
+// as several replicas. It satisfies the same contract as the embedded SQLite
+// queue (the queuetest conformance suite).
+//
+// # Layout
+//
+// A queue is a handful of keys that share one hash tag (see keys): a stream
+// with a consumer group, a hash of job records, a sorted set of delayed jobs,
+// a sorted set of leases, a hash of coalescing keys and a dead-letter
+// stream. Every operation is one Lua script, so each is atomic. It needs
+// Redis 6.2 or later (XPENDING with an exclusive start).
+//
+//   - Enqueue writes the job record and, when the job is due, XADDs an entry
+//     (field job=<id>) to the stream; a job due later waits in the delayed
+//     set. A job with a Key that finds a waiting job with the same Key is
+//     absorbed into it, moving it earlier if the new one is due sooner.
+//   - Dequeue delivers with XREADGROUP, so a delivery is an entry in the
+//     group's pending entries list (PEL), owned by the consumer. The lease
+//     token is "<entry id>/<attempt>": it names the PEL entry and the
+//     delivery of it. Its expiry is kept in the leases set.
+//   - A lease that ran out is redelivered by XCLAIMing its PEL entry to the
+//     next consumer that asks (Attempt+1, a new token); the old holder's Ack,
+//     Extend or Fail then reports core.ErrLeaseLost.
+//   - Extend moves the lease expiry and XCLAIMs the entry (JUSTID) to its
+//     own consumer, which resets its idle time without counting a delivery.
+//   - Ack XACKs and XDELs the entry and deletes the record. Fail does the
+//     same with the entry and puts the job in the delayed set for its retry
+//     (the retry is a new entry), or dead-letters it after its last attempt.
+//   - Delayed jobs become stream entries when they are due: a promoter step
+//     inside Enqueue and Dequeue moves them in due order, so no background
+//     goroutine is needed.
+//   - Recover voids the leases of the consumer's PEL entries and makes them
+//     expire now; the next Dequeue claims them.
+//
+// # Clock
+//
+// Due times and lease expiries are decided by Options.Clock, never by Redis'
+// own clock: they are the scores of the delayed and leases sets, in unix
+// milliseconds, compared with the clock's now that every script receives.
+// This is why an expired lease is found through the leases set and then
+// XCLAIMed, rather than chosen by XAUTOCLAIM's idle time (which runs on
+// Redis' wall clock and knows nothing of per-delivery lease lengths or
+// Extend). Times are kept to the millisecond: now (and so CreatedAt) is
+// rounded down, a future RunAt or lease expiry up, so nothing becomes due
+// early. Redis' own clock only stamps entry ids.
+//
+// # Trimming
+//
+// A stream entry is deleted (XDEL) in the same script that XACKs it, so the
+// stream holds exactly the jobs that are due or delivered, and an
+// unacknowledged entry is never removed. XTRIM MINID was not chosen because
+// the oldest pending entry bounds it: one long-leased job would keep every
+// later, acknowledged entry in memory.
+//
+// # Waiting
+//
+// A Dequeue that finds nothing due waits with XREAD BLOCK for an entry
+// after the stream's last one, so an Enqueue on any replica wakes it at once;
+// the wait is bounded by Options.PollInterval so that delayed jobs and
+// expired leases (which no Enqueue announces) are noticed.
+package redisstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentgate/agentgate/core"
+)
+
+// Options configure a Queue. The zero value is usable.
+type Options struct {
+	// Prefix names the queue: its keys are "agentgate:{<Prefix>}:…" (the
+	// braces are a cluster hash tag). It must not contain '{' or '}'.
+	// Default "default".
+	Prefix string
+	// Group is the stream's consumer group. Default "agentgate".
+	Group string
+	// Clock tells the time for due times, leases and retries. Default: the
+	// system clock.
+	Clock core.Clock
+	// MaxAttempts is the default delivery limit before a job is
+	// dead-lettered. Default 5.
+	MaxAttempts int
+	// Backoff is the delay before retry number attempt (1-based) of a failed
+	// job. Default DefaultBackoff.
+	Backoff func(attempt int) time.Duration
+	// PollInterval bounds how long a waiting Dequeue sleeps before it looks
+	// for delayed jobs that became due and leases that ran out (new entries
+	// wake it at once). Default 250ms; at least 1ms.
+	PollInterval time.Duration
+}
+
+// validate fills in defaults and rejects bad settings.
+func (o *Options) validate() error {
+	if o.Prefix == "" {
+		o.Prefix = "default"
+	}
+	if err := validPrefix(o.Prefix); err != nil {
+		return err
+	}
+	if o.Group == "" {
+		o.Group = "agentgate"
+	}
+	if o.Clock == nil {
+		o.Clock = core.SystemClock{}
+	}
+	if o.MaxAttempts < 0 {
+		return fmt.Errorf("redisstream: max attempts must not be negative, got %d", o.MaxAttempts)
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = 5
+	}
+	if o.Backoff == nil {
+		o.Backoff = DefaultBackoff
+	}
+	if o.PollInterval < 0 {
+		return fmt.Errorf("redisstream: poll interval must not be negative, got %s", o.PollInterval)
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = 250 * time.Millisecond
+	}
+	o.PollInterval = max(o.PollInterval, time.Millisecond) // XREAD BLOCK 0 would wait forever
+	return nil
+}
+
+// DefaultBackoff is 1s·2^(attempt-1), capped at 5 minutes.
+func DefaultBackoff(attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt > 9 {
+		return 5 * time.Minute
+	}
+	return min(time.Second<<(attempt-1), 5*time.Minute)
+}
+
+// promoteBatch is how many due delayed jobs one script moves into the stream
+// at most; the rest follow on the next Enqueue or Dequeue.
+const promoteBatch = 100
+
+// Queue is a core.Queue on Redis Streams. It is safe for concurrent use;
+// several Queues (in several processes) may share one prefix.
+type Queue struct {
+	client redis.UniversalClient
+	opts   Options
+	keys   keys
+}
+
+var _ core.Queue = (*Queue)(nil)
+
+// New returns the queue named opts.Prefix on client, creating its stream and
+// consumer group if they are missing (bounded by the client's timeouts). The
+// client stays the caller's to close.
+func New(client redis.UniversalClient, opts Options) (*Queue, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	q := &Queue{client: client, opts: opts, keys: newKeys(opts.Prefix)}
+	// Start at 0, not $: entries already in the stream are jobs.
+	err := client.XGroupCreateMkStream(context.Background(), q.keys.stream, opts.Group, "0").Err()
+	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return nil, fmt.Errorf("redisstream: create group %s on %s: %w", opts.Group, q.keys.stream, err)
+	}
+	return q, nil
+}
+
+// record is a job as the jobs hash and the dead-letter stream keep it. The
+// Lua scripts read and write it with cjson, so every field they compare is
+// always present (no omitempty) and times are unix milliseconds.
+type record struct {
+	ID          string `json:"id"`
+	Kind        string `json:"kind"`
+	Key         string `json:"key"`
+	Payload     string `json:"payload"`
+	MaxAttempts int    `json:"max"` // 0 = the queue default
+	CreatedAt   int64  `json:"created"`
+	RunAt       int64  `json:"run_at"`
+	Attempt     int    `json:"attempt"`
+	LastError   string `json:"error"`
+	// Lease is the current delivery's token ("<entry>/<attempt>"), empty
+	// while the job waits; Entry and Consumer are that delivery's PEL entry
+	// and owner.
+	Lease    string `json:"lease"`
+	Entry    string `json:"entry"`
+	Consumer string `json:"consumer"`
+	// Due is the job's member in the delayed set while it is delayed.
+	Due    string `json:"due"`
+	DeadAt int64  `json:"dead_at,omitempty"`
+}
+
+// job converts r to the core.Job a caller sees.
+func (q *Queue) job(r record) core.Job {
+	maxAttempts := r.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = q.opts.MaxAttempts
+	}
+	return core.Job{
+		ID:          r.ID,
+		Kind:        r.Kind,
+		Key:         r.Key,
+		Payload:     json.RawMessage(r.Payload),
+		Attempt:     r.Attempt,
+		MaxAttempts: maxAttempts,
+		RunAt:       time.UnixMilli(r.RunAt).UTC(),
+		LastError:   r.LastError,
+		CreatedAt:   time.UnixMilli(r.CreatedAt).UTC(),
+		Lease:       r.Lease,
+	}
+}
+
+// decode parses a record the scripts returned or stored.
+func (q *Queue) decode(s string) (core.Job, error) {
+	var r record
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return core.Job{}, fmt.Errorf("decode job record: %w", err)
+	}
+	return q.job(r), nil
+}
+
+// floorMS is t in unix milliseconds, rounded down (for "now").
+func floorMS(t time.Time) int64 { return t.UnixMilli() }
+
+// ceilMS is t in unix milliseconds, rounded up (for due times and expiries,
+// so nothing happens early).
+func ceilMS(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if t.After(time.UnixMilli(ms)) {
+		ms++
+	}
+	return ms
+}
+
+// run runs script with the common arguments (group, now, default
+// MaxAttempts) followed by args.
+func (q *Queue) run(ctx context.Context, script *redis.Script, now time.Time, args ...any) *redis.Cmd {
+	all := append([]any{q.opts.Group, floorMS(now), q.opts.MaxAttempts}, args...)
+	return script.Run(ctx, q.client, q.keys.script(), all...)
+}
+
+// Enqueue adds a job; see core.Queue. A non-empty j.ID is kept (it must not
+// name a job that is still queued); otherwise one is generated.
+func (q *Queue) Enqueue(ctx context.Context, j core.Job) error {
+	now := q.opts.Clock.Now()
+	runAt := j.RunAt
+	if runAt.IsZero() {
+		runAt = now
+	}
+	if j.ID == "" {
+		j.ID = core.NewID("job")
+	}
+	payload := string(j.Payload)
+	if payload == "" {
+		payload = "null"
+	}
+	// A job due now is due at this millisecond; a later one at the next
+	// whole millisecond, so it is never delivered early.
+	due := floorMS(runAt)
+	if runAt.After(now) {
+		due = ceilMS(runAt)
+	}
+	b, err := json.Marshal(record{
+		ID:          j.ID,
+		Kind:        j.Kind,
+		Key:         j.Key,
+		Payload:     payload,
+		MaxAttempts: max(j.MaxAttempts, 0),
+		CreatedAt:   floorMS(now),
+		RunAt:       due,
+	})
+	if err != nil {
+		return fmt.Errorf("enqueue %s: %w", j.Kind, err)
+	}
+	n, err := q.run(ctx, enqueueScript, now, j.ID, string(b), j.Key, due, promoteBatch).Int()
+	if err != nil {
+		return fmt.Errorf("enqueue %s: %w", j.Kind, err)
+	}
+	if n < 0 {
+		return fmt.Errorf("enqueue %s: job %s is already queued", j.Kind, j.ID)
+	}
+	return nil
+}
+
+// Dequeue blocks until a job is due and leases it to consumer; see
+// core.Queue. A job added to the stream by any Queue on this prefix wakes it
+// at once; delayed jobs and expired leases are noticed within
+// Options.PollInterval.
+func (q *Queue) Dequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return core.Job{}, err
+		}
+		j, ok, last, err := q.dequeue(ctx, consumer, lease)
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return core.Job{}, ctxErr
+			}
+			return core.Job{}, err
+		}
+		if ok {
+			return j, nil
+		}
+		// Wait for an entry after the last one the script saw. Nothing
+		// after it was undelivered then, so whatever XREAD returns is new.
+		err = q.client.XRead(ctx, &redis.XReadArgs{
+			Streams: []string{q.keys.stream, last},
+			Count:   1,
+			Block:   q.opts.PollInterval,
+		}).Err()
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return core.Job{}, ctxErr
+		}
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return core.Job{}, fmt.Errorf("dequeue: wait for jobs: %w", err)
+		}
+	}
+}
+
+// TryDequeue leases the next due job to consumer, or reports ok=false when
+// none is due; see core.Queue. Jobs whose lease ran out come first, then
+// due jobs in the order they became due. Jobs that have used up their
+// deliveries are dead-lettered on the way ("delivery limit reached").
+func (q *Queue) TryDequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, bool, error) {
+	j, ok, _, err := q.dequeue(ctx, consumer, lease)
+	return j, ok, err
+}
+
+// dequeue is TryDequeue that also returns, when nothing is due, the id of
+// the stream's last entry ("0-0" when empty) for Dequeue to wait after.
+func (q *Queue) dequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, bool, string, error) {
+	if consumer == "" {
+		return core.Job{}, false, "", errors.New("dequeue: consumer must not be empty")
+	}
+	if lease <= 0 {
+		return core.Job{}, false, "", fmt.Errorf("dequeue: lease must be positive, got %s", lease)
+	}
+	now := q.opts.Clock.Now()
+	res, err := q.run(ctx, dequeueScript, now, consumer, ceilMS(now.Add(lease)), promoteBatch).Slice()
+	if err != nil {
+		return core.Job{}, false, "", fmt.Errorf("dequeue: %w", err)
+	}
+	if len(res) != 2 {
+		return core.Job{}, false, "", fmt.Errorf("dequeue: unexpected script reply %v", res)
+	}
+	status, _ := res[0].(int64)
+	value, _ := res[1].(string)
+	if status != 1 {
+		return core.Job{}, false, value, nil
+	}
+	j, err := q.decode(value)
+	if err != nil {
+		return core.Job{}, false, "", fmt.Errorf("dequeue: %w", err)
+	}
+	return j, true, "", nil
+}
+
+// leaseAttempt is the attempt a lease token ("<entry>/<attempt>") names.
+func leaseAttempt(lease string) (int, bool) {
+	i := strings.LastIndexByte(lease, '/')
+	if i < 0 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(lease[i+1:])
+	return n, err == nil && n > 0
+}
+
+// Extend renews the lease of a delivered job; see core.Queue. The lease
+// token does not change.
+func (q *Queue) Extend(ctx context.Context, j core.Job, lease time.Duration) error {
+	if lease <= 0 {
+		return fmt.Errorf("extend job %s: lease must be positive, got %s", j.ID, lease)
+	}
+	if j.Lease == "" {
+		return fmt.Errorf("extend job %s: %w", j.ID, core.ErrLeaseLost)
+	}
+	now := q.opts.Clock.Now()
+	n, err := q.run(ctx, extendScript, now, j.ID, j.Lease, ceilMS(now.Add(lease))).Int()
+	if err != nil {
+		return fmt.Errorf("extend job %s: %w", j.ID, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("extend job %s: %w", j.ID, core.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Ack removes a delivered job; see core.Queue. Its stream entry is
+// acknowledged and deleted.
+func (q *Queue) Ack(ctx context.Context, j core.Job) error {
+	if j.Lease == "" {
+		return fmt.Errorf("ack job %s: %w", j.ID, core.ErrLeaseLost)
+	}
+	n, err := q.run(ctx, ackScript, q.opts.Clock.Now(), j.ID, j.Lease).Int()
+	if err != nil {
+		return fmt.Errorf("ack job %s: %w", j.ID, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("ack job %s: %w", j.ID, core.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Fail records reason and schedules a retry after retryAfter (<= 0: after
+// Options.Backoff(attempt)), or dead-letters the job when it has used its
+// last attempt; see core.Queue.
+func (q *Queue) Fail(ctx context.Context, j core.Job, reason string, retryAfter time.Duration) (bool, error) {
+	attempt, ok := leaseAttempt(j.Lease)
+	if !ok {
+		return false, fmt.Errorf("fail job %s: %w", j.ID, core.ErrLeaseLost)
+	}
+	delay := retryAfter
+	if delay <= 0 {
+		delay = q.opts.Backoff(attempt)
+	}
+	now := q.opts.Clock.Now()
+	n, err := q.run(ctx, failScript, now, j.ID, j.Lease, reason, ceilMS(now.Add(delay))).Int()
+	if err != nil {
+		return false, fmt.Errorf("fail job %s: %w", j.ID, err)
+	}
+	if n < 0 {
+		return false, fmt.Errorf("fail job %s: %w", j.ID, core.ErrLeaseLost)
+	}
+	return n == 1, nil
+}
+
+// Recover makes the jobs leased to consumer due at once and returns how
+// many there were; see core.Queue. Their Attempt still counts the lost
+// delivery.
+func (q *Queue) Recover(ctx context.Context, consumer string) (int, error) {
+	if consumer == "" {
+		return 0, errors.New("recover: consumer must not be empty")
+	}
+	n, err := q.run(ctx, recoverScript, q.opts.Clock.Now(), consumer).Int()
+	if err != nil {
+		return 0, fmt.Errorf("recover %s: %w", consumer, err)
+	}
+	return n, nil
+}
+
+// DeadLetters lists up to limit (0 = all) dead-lettered jobs in the order
+// they died, oldest first; see core.Queue.
+func (q *Queue) DeadLetters(ctx context.Context, limit int) ([]core.Job, error) {
+	var (
+		msgs []redis.XMessage
+		err  error
+	)
+	if limit > 0 {
+		msgs, err = q.client.XRangeN(ctx, q.keys.dead, "-", "+", int64(limit)).Result()
+	} else {
+		msgs, err = q.client.XRange(ctx, q.keys.dead, "-", "+").Result()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dead letters: %w", err)
+	}
+	jobs := make([]core.Job, 0, len(msgs))
+	for _, m := range msgs {
+		s, _ := m.Values["job"].(string)
+		j, err := q.decode(s)
+		if err != nil {
+			return nil, fmt.Errorf("dead letters: entry %s: %w", m.ID, err)
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, nil
+}
+
+// Depth counts jobs not yet acked and not dead (delayed, due and leased);
+// see core.Queue.
+func (q *Queue) Depth(ctx context.Context) (int64, error) {
+	n, err := q.client.HLen(ctx, q.keys.jobs).Result()
+	if err != nil {
+		return 0, fmt.Errorf("queue depth: %w", err)
+	}
+	return n, nil
+}
