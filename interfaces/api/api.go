@@ -245,11 +245,25 @@ func (s *server) waitRun(ctx context.Context, id string) (core.Run, error) {
 		if err != nil || settled(run.Status) {
 			return run, err
 		}
+		if err := waitChange(ctx, updates, tick.C); err != nil {
+			return run, err
+		}
+	}
+}
+
+// waitChange returns when the run changed (streamed text does not count), at
+// the next poll tick, or with ctx's error.
+func waitChange(ctx context.Context, updates <-chan core.Update, tick <-chan time.Time) error {
+	for {
 		select {
 		case <-ctx.Done():
-			return run, ctx.Err()
-		case <-updates:
-		case <-tick.C:
+			return ctx.Err()
+		case u := <-updates:
+			if u.Changed {
+				return nil
+			}
+		case <-tick:
+			return nil
 		}
 	}
 }
