@@ -54,6 +54,12 @@ type EngineConfig struct {
 	// DrainTimeout is how long in-flight steps may finish after shutdown
 	// begins before they are interrupted. Default 10s.
 	DrainTimeout time.Duration
+	// OnFinish, when set, returns jobs to enqueue in the transaction that
+	// finishes run (e.g. a routine run's result delivery).
+	OnFinish func(run Run, status RunStatus) []Job
+	// Handlers run jobs of kinds other than JobRun, by kind. An error
+	// retries the job with the queue's backoff.
+	Handlers map[string]func(ctx context.Context, job Job) error
 }
 
 // Engine advances runs from their journal: it calls the model, journals its
@@ -310,7 +316,11 @@ func (e *Engine) handle(ctx context.Context, job Job) {
 			err = e.advance(jctx, p.RunID)
 		}
 	default:
-		err = fmt.Errorf("unknown job kind %q", job.Kind)
+		if h, ok := e.cfg.Handlers[job.Kind]; ok {
+			err = h(jctx, job)
+		} else {
+			err = fmt.Errorf("unknown job kind %q", job.Kind)
+		}
 	}
 	if ctx.Err() != nil {
 		return // interrupted at shutdown: Start hands the job back
@@ -460,8 +470,17 @@ func (e *Engine) finish(ctx context.Context, id, owner string, status RunStatus,
 	ev := NewEvent(EventStatus, StatusChange{Status: status, Error: errMsg})
 	now := e.cfg.Clock.Now().UTC()
 	ev.CreatedAt = now
+	var jobs []Job
+	if e.cfg.OnFinish != nil {
+		run, err := e.cfg.Store.GetRun(ctx, id)
+		if err != nil {
+			e.log.Error("finish run", "run", id, "err", err)
+			return err
+		}
+		jobs = e.cfg.OnFinish(run, status)
+	}
 	_, err := e.cfg.Store.FinishRun(ctx, id, owner, Finish{
-		Status: status, Output: output, Error: errMsg, Usage: usage, At: now, Events: []Event{ev},
+		Status: status, Output: output, Error: errMsg, Usage: usage, At: now, Events: []Event{ev}, Jobs: jobs,
 	})
 	if err != nil {
 		if !errors.Is(err, ErrRunFinished) {

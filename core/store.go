@@ -97,6 +97,9 @@ type Finish struct {
 	At     time.Time
 	// Events are appended before the run is closed (typically a status event).
 	Events []Event
+	// Jobs are enqueued in the same transaction (e.g. a routine run's
+	// result delivery), so the work a finished run calls for is never lost.
+	Jobs []Job
 }
 
 // Decision is the input of DecideApproval.
@@ -171,7 +174,7 @@ type Store interface {
 	PauseRun(ctx context.Context, id, owner string, a Approval, events []Event) (Run, error)
 	// FinishRun closes a run claimed by owner (owner "" skips the claim check,
 	// for runs failed by the dead-letter path), appends f.Events, releases
-	// the claim and enqueues the next run of the session.
+	// the claim, enqueues f.Jobs and the next run of the session.
 	FinishRun(ctx context.Context, id, owner string, f Finish) (Run, error)
 	// CancelRun cancels a run that is not terminal, whoever holds it: pending
 	// approvals become cancelled (journaled as approval_decided), a status

@@ -36,9 +36,10 @@ Usage:
   agentgate approvals approve ID [--reason TEXT] [--as NAME]
   agentgate approvals deny ID [--reason TEXT] [--as NAME]
   agentgate runs show ID
+  agentgate routines list|run ID [INPUT]|enable ID|disable ID|history ID
   agentgate bench [--quick] [--markdown] [--replicas N] [--database-url URL --redis-url URL]
 
-Client commands (chat, approvals, runs) talk to a running gateway:
+Client commands (chat, approvals, runs, routines) talk to a running gateway:
   --server URL   (env AGENTGATE_URL, default http://127.0.0.1:8080)
   --api-key KEY  (env AGENTGATE_API_KEY)
 
@@ -66,6 +67,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return approvalsCmd(ctx, rest, stdout, stderr)
 	case "runs":
 		return runsCmd(ctx, rest, stdout, stderr)
+	case "routines":
+		return routinesCmd(ctx, rest, stdout, stderr)
 	case "bench":
 		return bench(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":

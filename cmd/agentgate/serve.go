@@ -185,18 +185,23 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	rt, err := newRoutines(ctx, cfg, db, clock, log)
+	if err != nil {
+		return err
+	}
 	m := metrics.New(db, db, log)
 	hub := &core.Hub{}
 	eng, err := core.NewEngine(core.EngineConfig{
 		Store: db, Queue: db, Agents: agents, Hub: hub, Clock: clock, Logger: log,
 		Observer: m, NodeID: s.nodeID, Workers: cfg.Server.Workers,
+		OnFinish: rt.OnFinish, Handlers: rt.Handlers(),
 	})
 	if err != nil {
 		return err
 	}
 	aps := approval.New(approval.Config{Store: db, Hub: hub, Clock: clock, Logger: log, Observer: m})
 	handler := api.New(api.Config{
-		Engine: eng, Store: db, Approvals: aps, Keys: keys, Logger: log, Metrics: m.Handler(),
+		Engine: eng, Store: db, Approvals: aps, Keys: keys, Logger: log, Metrics: m.Handler(), Routines: rt,
 		Ready: func(ctx context.Context) error { _, err := db.SchemaVersion(ctx); return err },
 	})
 
@@ -209,9 +214,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	wg.Go(func() { errc <- eng.Start(runCtx) })
 	wg.Go(func() { errc <- aps.Start(runCtx) })
+	wg.Go(func() { errc <- rt.Start(runCtx) })
 	wg.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- err

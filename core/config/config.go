@@ -28,6 +28,8 @@ type Config struct {
 	Server Server           `yaml:"server"`
 	Agents map[string]Agent `yaml:"agents"`
 	Tools  map[string]Tool  `yaml:"tools"`
+	// Routines are scheduled agent runs, by id (see routines.go).
+	Routines map[string]Routine `yaml:"routines"`
 }
 
 // Server holds settings that may also come from flags and the environment;
@@ -276,6 +278,7 @@ func (c *Config) Validate() error {
 			seen[tn] = true
 		}
 	}
+	p = append(p, c.validateRoutines()...)
 	if len(p) > 0 {
 		return &Error{Problems: p}
 	}

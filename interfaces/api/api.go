@@ -37,6 +37,8 @@ type Config struct {
 	// PollInterval is how often waiting requests re-read the store in case
 	// another process changed the run. Default 1s.
 	PollInterval time.Duration
+	// Routines serves /api/v1/routines; nil = no routine routes.
+	Routines Routines
 }
 
 type server struct {
@@ -76,6 +78,9 @@ func New(cfg Config) http.Handler {
 	api.HandleFunc("GET /api/v1/approvals", s.listApprovals)
 	api.HandleFunc("GET /api/v1/approvals/{id}", s.getApproval)
 	api.HandleFunc("POST /api/v1/approvals/{id}/decision", s.decide)
+	if cfg.Routines != nil {
+		s.routineRoutes(api)
+	}
 	api.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s; see README for the API", r.Method, r.URL.Path))
 	})

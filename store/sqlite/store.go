@@ -293,6 +293,24 @@ func list[T any](ctx context.Context, db *DB, o core.ListOptions, query string, 
 
 // CreateRun implements core.Store.
 func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
+	nr, err := db.checkNewRun(nr)
+	if err != nil {
+		return core.Run{}, err
+	}
+	var out core.Run
+	err = db.tx(ctx, func(tx *sql.Tx) error {
+		out, err = db.createRunTx(ctx, tx, nr)
+		return err
+	})
+	if err != nil {
+		return core.Run{}, fmt.Errorf("create run %s: %w", nr.Run.ID, err)
+	}
+	db.wake()
+	return out, nil
+}
+
+// checkNewRun validates nr and fills its defaults.
+func (db *DB) checkNewRun(nr core.NewRun) (core.NewRun, error) {
 	r, s := nr.Run, nr.Session
 	if r.SessionID == "" {
 		r.SessionID = s.ID
@@ -302,19 +320,19 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 	}
 	switch {
 	case r.ID == "":
-		return core.Run{}, errors.New("create run: run id is required")
+		return nr, errors.New("create run: run id is required")
 	case s.ID == "":
-		return core.Run{}, fmt.Errorf("create run %s: session id is required", r.ID)
+		return nr, fmt.Errorf("create run %s: session id is required", r.ID)
 	case r.SessionID != s.ID:
-		return core.Run{}, fmt.Errorf("create run %s: run session %s differs from session %s", r.ID, r.SessionID, s.ID)
+		return nr, fmt.Errorf("create run %s: run session %s differs from session %s", r.ID, r.SessionID, s.ID)
 	case r.AgentID == "":
-		return core.Run{}, fmt.Errorf("create run %s: agent id is required", r.ID)
+		return nr, fmt.Errorf("create run %s: agent id is required", r.ID)
 	}
 	if s.AgentID == "" {
 		s.AgentID = r.AgentID
 	}
 	if s.AgentID != r.AgentID {
-		return core.Run{}, fmt.Errorf("create run %s: session of agent %s: %w", r.ID, s.AgentID, core.ErrSessionAgent)
+		return nr, fmt.Errorf("create run %s: session of agent %s: %w", r.ID, s.AgentID, core.ErrSessionAgent)
 	}
 	if s.UserID == "" {
 		s.UserID = r.UserID
@@ -328,46 +346,46 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 	if s.UpdatedAt.Before(r.CreatedAt) {
 		s.UpdatedAt = r.CreatedAt
 	}
-	var out core.Run
-	err := db.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions(`+sessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT(id) DO NOTHING`, s.ID, s.AgentID, s.UserID, s.Binding.Platform, s.Binding.Workspace,
-			s.Binding.Channel, s.Binding.Thread, s.Title, s.CreatedAt.UnixNano(), s.UpdatedAt.UnixNano()); err != nil {
-			return fmt.Errorf("insert session %s: %w", s.ID, err)
-		}
-		var agent string
-		if err := tx.QueryRowContext(ctx, `SELECT agent_id FROM sessions WHERE id = ?`, s.ID).Scan(&agent); err != nil {
-			return fmt.Errorf("load session %s: %w", s.ID, err)
-		}
-		if agent != r.AgentID {
-			return fmt.Errorf("session %s of agent %s: %w", s.ID, agent, core.ErrSessionAgent)
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET updated_at = MAX(updated_at, ?) WHERE id = ?`,
-			r.CreatedAt.UnixNano(), s.ID); err != nil {
-			return fmt.Errorf("touch session %s: %w", s.ID, err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO runs(id, session_id, agent_id, user_id, run_type, status,
-			parent_run_id, routine_id, input, output, error, input_tokens, output_tokens, created_at)
-			VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, r.SessionID, r.AgentID, r.UserID, string(r.Type), r.ParentRunID, r.RoutineID, r.Input, r.Output,
-			r.Error, r.Usage.InputTokens, r.Usage.OutputTokens, r.CreatedAt.UnixNano()); err != nil {
-			return fmt.Errorf("insert run: %w", err)
-		}
-		if _, err := appendTx(ctx, tx, r.ID, 0, nr.Events, r.CreatedAt); err != nil {
-			return err
-		}
-		if err := db.enqueueTx(ctx, tx, core.RunJobFor(r.ID)); err != nil {
-			return err
-		}
-		row, err := getRun(ctx, tx, r.ID)
-		out = row.Run
-		return err
-	})
-	if err != nil {
-		return core.Run{}, fmt.Errorf("create run %s: %w", r.ID, err)
+	nr.Run, nr.Session = r, s
+	return nr, nil
+}
+
+// createRunTx inserts a checked NewRun (see checkNewRun) inside tx: the
+// session if new, the run, its first events and its JobRun job. The caller
+// must call db.wake() after the commit.
+func (db *DB) createRunTx(ctx context.Context, tx *sql.Tx, nr core.NewRun) (core.Run, error) {
+	r, s := nr.Run, nr.Session
+	if _, err := tx.ExecContext(ctx, `INSERT INTO sessions(`+sessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT(id) DO NOTHING`, s.ID, s.AgentID, s.UserID, s.Binding.Platform, s.Binding.Workspace,
+		s.Binding.Channel, s.Binding.Thread, s.Title, s.CreatedAt.UnixNano(), s.UpdatedAt.UnixNano()); err != nil {
+		return core.Run{}, fmt.Errorf("insert session %s: %w", s.ID, err)
 	}
-	db.wake()
-	return out, nil
+	var agent string
+	if err := tx.QueryRowContext(ctx, `SELECT agent_id FROM sessions WHERE id = ?`, s.ID).Scan(&agent); err != nil {
+		return core.Run{}, fmt.Errorf("load session %s: %w", s.ID, err)
+	}
+	if agent != r.AgentID {
+		return core.Run{}, fmt.Errorf("session %s of agent %s: %w", s.ID, agent, core.ErrSessionAgent)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE sessions SET updated_at = MAX(updated_at, ?) WHERE id = ?`,
+		r.CreatedAt.UnixNano(), s.ID); err != nil {
+		return core.Run{}, fmt.Errorf("touch session %s: %w", s.ID, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO runs(id, session_id, agent_id, user_id, run_type, status,
+		parent_run_id, routine_id, input, output, error, input_tokens, output_tokens, created_at)
+		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, r.SessionID, r.AgentID, r.UserID, string(r.Type), r.ParentRunID, r.RoutineID, r.Input, r.Output,
+		r.Error, r.Usage.InputTokens, r.Usage.OutputTokens, r.CreatedAt.UnixNano()); err != nil {
+		return core.Run{}, fmt.Errorf("insert run: %w", err)
+	}
+	if _, err := appendTx(ctx, tx, r.ID, 0, nr.Events, r.CreatedAt); err != nil {
+		return core.Run{}, err
+	}
+	if err := db.enqueueTx(ctx, tx, core.RunJobFor(r.ID)); err != nil {
+		return core.Run{}, err
+	}
+	row, err := getRun(ctx, tx, r.ID)
+	return row.Run, err
 }
 
 // GetRun implements core.Store.
@@ -637,6 +655,11 @@ func (db *DB) FinishRun(ctx context.Context, id, owner string, f core.Finish) (c
 			output_tokens = ?, finished_at = ?, claimed_by = '', claim_until = 0 WHERE id = ?`,
 			string(f.Status), f.Output, f.Error, f.Usage.InputTokens, f.Usage.OutputTokens, f.At.UnixNano(), id); err != nil {
 			return err
+		}
+		for _, j := range f.Jobs {
+			if err := db.enqueueTx(ctx, tx, j); err != nil {
+				return err
+			}
 		}
 		if err := db.enqueueNextTx(ctx, tx, r.SessionID, id); err != nil {
 			return err

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/config"
+	"github.com/agentgate/agentgate/core/routine"
+)
+
+// newRoutines builds the routine scheduler on store and syncs the config
+// file's routines into it. The caller wires its OnFinish and Handlers into
+// the engine, passes it to the API and runs Start.
+func newRoutines(ctx context.Context, cfg *config.Config, store interface {
+	core.RoutineStore
+	routine.RunReader
+}, clock core.Clock, log *slog.Logger) (*routine.Scheduler, error) {
+	rt, err := routine.New(routine.Config{Store: store, Runs: store, Clock: clock, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.Sync(ctx, cfg.RoutineDefs()); err != nil {
+		return nil, err
+	}
+	if n := len(cfg.Routines); n > 0 {
+		log.Info("routines synced", "routines", n)
+	}
+	return rt, nil
+}
+
+const routinesHelp = `Usage:
+  agentgate routines list
+  agentgate routines run ID [EXTRA INPUT...] [--as NAME]   fire now; EXTRA INPUT is added to its input
+  agentgate routines enable ID
+  agentgate routines disable ID
+  agentgate routines history ID [--limit N]                 its last N entries (default 20)
+`
+
+func routinesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, routinesHelp)
+		return &usageError{"routines: say list, run ID, enable ID, disable ID or history ID"}
+	}
+	sub, rest := args[0], args[1:]
+	fs := flag.NewFlagSet("routines "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, routinesHelp) }
+	c := clientFlags(fs)
+	as := fs.String("as", envOr("USER", "cli"), "run: who is triggering")
+	limit := fs.Int("limit", 20, "history: entries to show")
+	if err := fs.Parse(reorder(rest)); err != nil {
+		return &usageError{err.Error()}
+	}
+	needID := func() (string, error) {
+		if fs.NArg() < 1 || (sub != "run" && fs.NArg() > 1) {
+			return "", &usageError{fmt.Sprintf("routines %s: give exactly one routine id", sub)}
+		}
+		return url.PathEscape(fs.Arg(0)), nil
+	}
+	switch sub {
+	case "list":
+		return listRoutines(ctx, c, stdout)
+	case "run":
+		id, err := needID()
+		if err != nil {
+			return err
+		}
+		var run apiRun
+		body := map[string]string{"input": strings.Join(fs.Args()[1:], " "), "user_id": *as}
+		if err := c.do(ctx, "POST", "/api/v1/routines/"+id+"/trigger", body, &run); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "routine %s started run %s (%s)\nfollow it: agentgate runs show %s\n", fs.Arg(0), run.ID, run.Status, run.ID)
+		return nil
+	case "enable", "disable":
+		id, err := needID()
+		if err != nil {
+			return err
+		}
+		var r core.Routine
+		if err := c.do(ctx, "POST", "/api/v1/routines/"+id+"/"+sub, nil, &r); err != nil {
+			return err
+		}
+		if r.Enabled {
+			fmt.Fprintf(stdout, "routine %s is enabled; next run %s\n", r.ID, when(r.NextFireAt))
+		} else {
+			fmt.Fprintf(stdout, "routine %s is disabled\n", r.ID)
+		}
+		return nil
+	case "history":
+		id, err := needID()
+		if err != nil {
+			return err
+		}
+		return routineHistory(ctx, c, id, *limit, stdout)
+	}
+	fmt.Fprint(stderr, routinesHelp)
+	return &usageError{fmt.Sprintf("routines: unknown subcommand %q (list, run, enable, disable, history)", sub)}
+}
+
+// when formats an optional time in local time.
+func when(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Local().Format(time.DateTime)
+}
+
+func listRoutines(ctx context.Context, c *client, stdout io.Writer) error {
+	var items []core.Routine
+	for cursor := ""; ; {
+		var page core.Page[core.Routine]
+		if err := c.do(ctx, "GET", "/api/v1/routines?cursor="+url.QueryEscape(cursor), nil, &page); err != nil {
+			return err
+		}
+		items = append(items, page.Items...)
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if len(items) == 0 {
+		fmt.Fprintln(stdout, "no routines (add them under routines: in the config file)")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tAGENT\tSCHEDULE\tTIMEZONE\tSTATUS\tNEXT RUN\tLAST RUN\tDELIVER TO")
+	for _, r := range items {
+		status := "enabled"
+		if !r.Enabled {
+			status = "disabled"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.AgentID, r.Schedule, r.Timezone, status,
+			when(r.NextFireAt), when(r.LastFireAt), r.DeliverTo)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range items {
+		if r.DisabledReason != "" {
+			fmt.Fprintf(stdout, "%s: %s (agentgate routines enable %s)\n", r.ID, r.DisabledReason, r.ID)
+		}
+	}
+	return nil
+}
+
+func routineHistory(ctx context.Context, c *client, id string, limit int, stdout io.Writer) error {
+	var items []core.RoutineEntry
+	for cursor := ""; ; {
+		var page core.Page[core.RoutineEntry]
+		if err := c.do(ctx, "GET", "/api/v1/routines/"+id+"/runs?limit=500&cursor="+url.QueryEscape(cursor), nil, &page); err != nil {
+			return err
+		}
+		items = append(items, page.Items...)
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if len(items) == 0 {
+		fmt.Fprintln(stdout, "no history yet")
+		return nil
+	}
+	if limit > 0 && len(items) > limit {
+		items = items[len(items)-limit:]
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RECORDED\tKIND\tDUE\tRUN\tSTATUS\tDELIVERY")
+	for _, e := range items {
+		run, status := e.RunID, string(e.RunStatus)
+		if run == "" {
+			run, status = "-", "-"
+		}
+		detail := e.Delivery
+		if e.Note != "" {
+			detail = strings.TrimSpace(detail + " " + e.Note)
+		}
+		if e.DisabledRoutine {
+			detail = strings.TrimSpace(detail + " (this failure disabled the routine)")
+		}
+		if detail == "" {
+			detail = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.FiredAt.Local().Format(time.DateTime), e.Kind, when(e.DueAt), run, status, detail)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,288 @@
+package routine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentgate/agentgate/core"
+)
+
+// RunReader reads runs (core.Store has it).
+type RunReader interface {
+	GetRun(ctx context.Context, id string) (core.Run, error)
+}
+
+// Config configures a Scheduler. Store and Runs are required.
+type Config struct {
+	Store core.RoutineStore
+	Runs  RunReader
+	// Clock tells the time for due times. Default: the system clock.
+	Clock  core.Clock
+	Logger *slog.Logger
+	// Interval is how often Start ticks. Default 1s.
+	Interval time.Duration
+	// Grace is how late a due time may be noticed and still fire as
+	// scheduled. A due time noticed later — the gateway was down — is
+	// missed and handled by the routine's missed policy; so is a due time
+	// that a later due time overtook before it fired. Default 1m, so a
+	// restart within a minute of a due time fires it normally.
+	Grace time.Duration
+	// HTTPClient posts webhook deliveries. Default: a client with a 30s timeout.
+	HTTPClient *http.Client
+	// DeliveryAttempts is how many times a result delivery is tried (with
+	// the queue's backoff) before it is dead-lettered. Default 12.
+	DeliveryAttempts int
+}
+
+// Scheduler fires due routines, triggers them on demand and handles their
+// results. Any number of schedulers (replicas) may share one store: a due
+// time fires once, whoever gets there first.
+type Scheduler struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New checks cfg and fills its defaults.
+func New(cfg Config) (*Scheduler, error) {
+	if cfg.Store == nil || cfg.Runs == nil {
+		return nil, errors.New("routine: store and runs are required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = core.SystemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = time.Minute
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if cfg.DeliveryAttempts <= 0 {
+		cfg.DeliveryAttempts = 12
+	}
+	return &Scheduler{cfg: cfg, log: cfg.Logger}, nil
+}
+
+const (
+	// maxMissedListed is how many missed due times one fire records one by
+	// one (the newest); older ones are counted in a note.
+	maxMissedListed = 100
+	// maxScan bounds the due times walked after a long downtime.
+	maxScan = 100_000
+	// dueBatch is how many due routines one tick handles.
+	dueBatch = 100
+)
+
+// Sync stores the routines defined in the config file (see
+// core.RoutineStore.SyncRoutines for what a re-sync keeps).
+func (s *Scheduler) Sync(ctx context.Context, defs []core.RoutineDef) error {
+	now := s.cfg.Clock.Now().UTC()
+	defs = slices.Clone(defs)
+	for i, d := range defs {
+		sched, err := ParseSchedule(d.Schedule, d.Timezone)
+		if err != nil {
+			return fmt.Errorf("routine %s: %w", d.ID, err)
+		}
+		if d.Missed == "" {
+			defs[i].Missed = core.MissedSkip
+		}
+		defs[i].NextFireAt = sched.Next(now)
+	}
+	if err := s.cfg.Store.SyncRoutines(ctx, defs, now); err != nil {
+		return fmt.Errorf("sync routines: %w", err)
+	}
+	return nil
+}
+
+// Start ticks every Interval until ctx ends. Tick errors are logged and
+// retried on the next tick.
+func (s *Scheduler) Start(ctx context.Context) error {
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	for {
+		if _, err := s.Tick(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("routine tick", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Tick fires every routine that is due now and returns how many runs it
+// created. A routine another scheduler fired first is left alone.
+func (s *Scheduler) Tick(ctx context.Context) (int, error) {
+	now := s.cfg.Clock.Now().UTC()
+	due, err := s.cfg.Store.DueRoutines(ctx, now, dueBatch)
+	if err != nil {
+		return 0, fmt.Errorf("due routines: %w", err)
+	}
+	var errs []error
+	fired := 0
+	for _, r := range due {
+		n, err := s.fire(ctx, r, now)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("routine %s: %w", r.ID, err))
+		}
+		fired += n
+	}
+	return fired, errors.Join(errs...)
+}
+
+// fire plans and commits the fire of a due routine.
+func (s *Scheduler) fire(ctx context.Context, r core.Routine, now time.Time) (int, error) {
+	sched, err := ParseSchedule(r.Schedule, r.Timezone)
+	if err != nil {
+		return 0, err
+	}
+	f := s.plan(r, sched, now)
+	runs, err := s.cfg.Store.FireRoutine(ctx, f)
+	if errors.Is(err, core.ErrFireConflict) {
+		return 0, nil // another scheduler fired it, or it changed meanwhile
+	}
+	if err != nil {
+		return 0, err
+	}
+	if n := len(f.Missed) + f.MissedOmitted; n > 0 {
+		s.log.Warn("routine missed due times", "routine", r.ID, "missed", n, "policy", r.Missed, "runs", len(runs))
+	}
+	for _, run := range runs {
+		s.log.Info("routine fired", "routine", r.ID, "run", run.ID)
+	}
+	return len(runs), nil
+}
+
+// plan decides what a fire of due routine r at now does: which due times
+// fire, which were missed, and the next due time.
+func (s *Scheduler) plan(r core.Routine, sched Schedule, now time.Time) core.RoutineFire {
+	expected := *r.NextFireAt
+	f := core.RoutineFire{RoutineID: r.ID, Expected: expected, At: now}
+	// Walk every due time up to now; keep the newest maxMissedListed+1.
+	var dues []time.Time
+	total := 0
+	t := expected
+	for ; !t.IsZero() && !t.After(now) && total < maxScan; t = sched.Next(t) {
+		dues = append(dues, t)
+		if len(dues) > maxMissedListed+1 {
+			dues = dues[1:]
+		}
+		total++
+	}
+	if !t.IsZero() && !t.After(now) { // gave up walking: continue from now
+		t = sched.Next(now)
+	}
+	f.Next = t
+	latest := dues[len(dues)-1]
+	missed, onTime := dues[:len(dues)-1], now.Sub(latest) <= s.cfg.Grace
+	if !onTime {
+		missed = dues
+	}
+	f.Missed = missed
+	f.MissedOmitted = total - len(dues)
+	if len(missed) > 0 && r.Missed == core.MissedOnce {
+		f.Runs = append(f.Runs, core.FireRun{Kind: core.FireCatchUp, DueAt: missed[len(missed)-1],
+			Run: newRun(r, r.Input, "", now)})
+	}
+	if onTime {
+		f.Runs = append(f.Runs, core.FireRun{Kind: core.FireScheduled, DueAt: latest, Run: newRun(r, r.Input, "", now)})
+	}
+	return f
+}
+
+// SessionID is the session of a routine's runs: one per routine and agent,
+// so a routine's runs happen one at a time, in order, and each sees the
+// answers of the runs before it (the agent's history_runs).
+func SessionID(r core.Routine) string { return r.AgentID + ":routine:" + r.ID }
+
+// newRun builds the run of one fire. userID "" = the routine itself.
+func newRun(r core.Routine, input, userID string, now time.Time) core.NewRun {
+	if userID == "" {
+		userID = "routine:" + r.ID
+	}
+	sid := SessionID(r)
+	ev := core.NewEvent(core.EventUserMessage, core.UserMessage{Text: input, UserID: userID})
+	ev.CreatedAt = now
+	return core.NewRun{
+		Session: core.Session{ID: sid, AgentID: r.AgentID, UserID: "routine:" + r.ID, Title: "Routine " + r.ID,
+			CreatedAt: now, UpdatedAt: now},
+		Run: core.Run{ID: core.NewID("run"), SessionID: sid, AgentID: r.AgentID, UserID: userID,
+			Type: core.RunTypeRoutine, Status: core.RunQueued, RoutineID: r.ID, Input: input, CreatedAt: now},
+		Events: []core.Event{ev},
+	}
+}
+
+// Trigger fires routine id now, whatever its schedule and even when it is
+// disabled. extra, when set, is appended to the routine's input; userID
+// names who asked ("" = the routine). The run starts at once (after any
+// earlier run of the routine that is still active).
+func (s *Scheduler) Trigger(ctx context.Context, id, extra, userID string) (core.Run, error) {
+	r, err := s.cfg.Store.GetRoutine(ctx, id)
+	if err != nil {
+		return core.Run{}, err
+	}
+	input := r.Input
+	if extra = strings.TrimSpace(extra); extra != "" {
+		input += "\n\n" + extra
+	}
+	now := s.cfg.Clock.Now().UTC()
+	runs, err := s.cfg.Store.FireRoutine(ctx, core.RoutineFire{RoutineID: id, Manual: true, At: now,
+		Runs: []core.FireRun{{Kind: core.FireManual, Run: newRun(r, input, userID, now)}}})
+	if err != nil {
+		return core.Run{}, fmt.Errorf("trigger routine %s: %w", id, err)
+	}
+	s.log.Info("routine triggered", "routine", id, "run", runs[0].ID, "user", userID)
+	return runs[0], nil
+}
+
+// Enable switches routine id on; its next due time is the first after now.
+// The toggle is stored and outlives restarts until the config file's
+// enabled value changes.
+func (s *Scheduler) Enable(ctx context.Context, id string) (core.Routine, error) {
+	r, err := s.cfg.Store.GetRoutine(ctx, id)
+	if err != nil {
+		return core.Routine{}, err
+	}
+	sched, err := ParseSchedule(r.Schedule, r.Timezone)
+	if err != nil {
+		return core.Routine{}, fmt.Errorf("routine %s: %w", id, err)
+	}
+	now := s.cfg.Clock.Now().UTC()
+	return s.cfg.Store.SetRoutineEnabled(ctx, id, core.RoutineToggle{Enabled: true, NextFireAt: sched.Next(now), At: now})
+}
+
+// Disable switches routine id off: it fires no more until enabled.
+func (s *Scheduler) Disable(ctx context.Context, id string) (core.Routine, error) {
+	return s.cfg.Store.SetRoutineEnabled(ctx, id, core.RoutineToggle{Enabled: false, At: s.cfg.Clock.Now().UTC()})
+}
+
+// Get returns routine id.
+func (s *Scheduler) Get(ctx context.Context, id string) (core.Routine, error) {
+	return s.cfg.Store.GetRoutine(ctx, id)
+}
+
+// List pages through the routines in id order.
+func (s *Scheduler) List(ctx context.Context, o core.ListOptions) (core.Page[core.Routine], error) {
+	return s.cfg.Store.ListRoutines(ctx, o)
+}
+
+// History pages through routine id's history, oldest first. ErrNotFound
+// when there is no such routine.
+func (s *Scheduler) History(ctx context.Context, id string, o core.ListOptions) (core.Page[core.RoutineEntry], error) {
+	if _, err := s.cfg.Store.GetRoutine(ctx, id); err != nil {
+		return core.Page[core.RoutineEntry]{}, err
+	}
+	return s.cfg.Store.RoutineHistory(ctx, id, o)
+}

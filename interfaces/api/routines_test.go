@@ -1,0 +1,194 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	approval "github.com/agentgate/agentgate/approvals"
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/model/demo"
+	"github.com/agentgate/agentgate/core/routine"
+	"github.com/agentgate/agentgate/interfaces/api"
+	"github.com/agentgate/agentgate/store/sqlite"
+)
+
+var routineDefs = []core.RoutineDef{
+	{ID: "daily-digest", AgentID: "demo", Schedule: "0 9 * * 1-5", Timezone: "Europe/Berlin",
+		Input: "Summarize yesterday's deploys.", DeliverTo: "none", Enabled: false, Missed: core.MissedSkip, MaxFailures: 5},
+	{ID: "heartbeat", AgentID: "demo", Schedule: "@every 30m", Timezone: "UTC",
+		Input: "Are you there?", DeliverTo: "none", Enabled: true, Missed: core.MissedOnce, MaxFailures: 5},
+}
+
+// startRoutineAPI serves the API with routines over the SQLite file at path,
+// as a gateway start does (sync the file's routines, run the engine), and
+// returns the env and a func that stops it all (a gateway stop).
+func startRoutineAPI(t *testing.T, path string) (*env, func()) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	db, err := sqlite.Open(t.Context(), path, sqlite.Options{Logger: log, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := routine.New(routine.Config{Store: db, Runs: db, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Sync(t.Context(), append([]core.RoutineDef(nil), routineDefs...)); err != nil {
+		t.Fatal(err)
+	}
+	agents := map[string]*core.Agent{"demo": {ID: "demo", Provider: "demo", ModelName: "demo", Model: demo.Model{}}}
+	hub := &core.Hub{}
+	eng, err := core.NewEngine(core.EngineConfig{Store: db, Queue: db, Agents: agents, Hub: hub, Logger: log,
+		OnFinish: rt.OnFinish, Handlers: rt.Handlers()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aps := approval.New(approval.Config{Store: db, Hub: hub, Logger: log})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = eng.Start(ctx) }()
+	srv := httptest.NewServer(api.New(api.Config{Engine: eng, Store: db, Approvals: aps, Logger: log,
+		Routines: rt, PollInterval: 50 * time.Millisecond}))
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		srv.Close()
+		cancel()
+		<-done
+		db.Close()
+	}
+	t.Cleanup(stop)
+	return &env{t: t, srv: srv}, stop
+}
+
+// follow reads the run's event stream until the final `run` event, which
+// the API sends once the run is settled.
+func (e *env) follow(id string) string {
+	e.t.Helper()
+	req, _ := http.NewRequestWithContext(e.t.Context(), "GET", e.srv.URL+"/api/v1/runs/"+id+"/events", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	final := false
+	for sc.Scan() {
+		switch line := sc.Text(); {
+		case line == "event: run":
+			final = true
+		case final && strings.HasPrefix(line, "data: "):
+			return strings.TrimPrefix(line, "data: ")
+		}
+	}
+	e.t.Fatalf("stream of %s ended without a run event: %v", id, sc.Err())
+	return ""
+}
+
+func TestRoutineRoutes(t *testing.T) {
+	e, _ := startRoutineAPI(t, filepath.Join(t.TempDir(), "db.sqlite"))
+
+	var list core.Page[core.Routine]
+	if code := e.call("GET", "/api/v1/routines", "", &list); code != 200 || len(list.Items) != 2 {
+		t.Fatalf("list: %d %+v", code, list)
+	}
+	if r := list.Items[0]; r.ID != "daily-digest" || r.Enabled || r.NextFireAt != nil || r.Timezone != "Europe/Berlin" {
+		t.Errorf("daily-digest = %+v, want it disabled as the file says", r)
+	}
+	if r := list.Items[1]; r.ID != "heartbeat" || !r.Enabled || r.NextFireAt == nil {
+		t.Errorf("heartbeat = %+v, want it enabled with a next fire time", r)
+	}
+	var page core.Page[core.Routine]
+	e.call("GET", "/api/v1/routines?limit=1", "", &page)
+	if len(page.Items) != 1 || page.NextCursor != "daily-digest" {
+		t.Errorf("page of 1 = %+v", page)
+	}
+
+	// Trigger: 202 and the run, which starts at once and shows in the history.
+	var run runResp
+	if code := e.call("POST", "/api/v1/routines/daily-digest/trigger", `{"input":"only the API","user_id":"ana"}`, &run); code != 202 {
+		t.Fatalf("trigger: %d", code)
+	}
+	if run.Type != core.RunTypeRoutine || run.RoutineID != "daily-digest" || run.UserID != "ana" ||
+		run.Input != "Summarize yesterday's deploys.\n\nonly the API" || run.PendingApprovals == nil {
+		t.Fatalf("triggered run = %+v", run)
+	}
+	if final := e.follow(run.ID); !strings.Contains(final, `"status":"completed"`) {
+		t.Fatalf("triggered run ended as %s", final)
+	}
+	var hist core.Page[core.RoutineEntry]
+	if code := e.call("GET", "/api/v1/routines/daily-digest/runs", "", &hist); code != 200 {
+		t.Fatalf("history: %d", code)
+	}
+	if len(hist.Items) != 1 || hist.Items[0].RunID != run.ID || hist.Items[0].Kind != core.FireManual || hist.Items[0].RunStatus != core.RunCompleted {
+		t.Fatalf("history = %+v, want the manual run, completed", hist.Items)
+	}
+	// An empty body is fine.
+	if code := e.call("POST", "/api/v1/routines/heartbeat/trigger", "", &run); code != 202 || run.Input != "Are you there?" {
+		t.Errorf("trigger without a body: %d %+v", code, run)
+	}
+
+	var r core.Routine
+	if code := e.call("POST", "/api/v1/routines/daily-digest/enable", "", &r); code != 200 || !r.Enabled || r.NextFireAt == nil {
+		t.Errorf("enable: %d %+v", code, r)
+	}
+	if code := e.call("POST", "/api/v1/routines/heartbeat/disable", "", &r); code != 200 || r.Enabled || r.NextFireAt != nil {
+		t.Errorf("disable: %d %+v", code, r)
+	}
+	if code := e.call("GET", "/api/v1/routines/heartbeat", "", &r); code != 200 || r.Enabled {
+		t.Errorf("get after disable: %d %+v", code, r)
+	}
+
+	for _, c := range []struct {
+		method, path, body string
+		code               int
+		errCode            string
+	}{
+		{"GET", "/api/v1/routines/nope", "", 404, "not_found"},
+		{"GET", "/api/v1/routines/nope/runs", "", 404, "not_found"},
+		{"POST", "/api/v1/routines/nope/trigger", `{}`, 404, "not_found"},
+		{"POST", "/api/v1/routines/nope/enable", "", 404, "not_found"},
+		{"POST", "/api/v1/routines/heartbeat/trigger", `{"inptu":"x"}`, 400, "bad_request"},
+		{"GET", "/api/v1/routines?limit=0", "", 400, "bad_request"},
+		{"GET", "/api/v1/routines/heartbeat/runs?cursor=junk", "", 400, "bad_request"},
+	} {
+		var er errResp
+		if code := e.call(c.method, c.path, c.body, &er); code != c.code || er.Error.Code != c.errCode || er.Error.Message == "" {
+			t.Errorf("%s %s: %d %+v, want %d %s", c.method, c.path, code, er, c.code, c.errCode)
+		}
+	}
+}
+
+func TestRoutineToggleSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db.sqlite")
+	e, stop := startRoutineAPI(t, path)
+	var r core.Routine
+	if code := e.call("POST", "/api/v1/routines/daily-digest/enable", "", &r); code != 200 || !r.Enabled {
+		t.Fatalf("enable: %d %+v", code, r)
+	}
+	stop()
+	e, _ = startRoutineAPI(t, path) // the same file is synced again at start
+	if code := e.call("GET", "/api/v1/routines/daily-digest", "", &r); code != 200 || !r.Enabled || r.ConfigEnabled {
+		t.Fatalf("after a restart: %d enabled=%t config_enabled=%t; want the API's enable kept", code, r.Enabled, r.ConfigEnabled)
+	}
+}
+
+func TestRoutineRoutesNeedTheService(t *testing.T) {
+	e := newEnv(t)
+	var er errResp
+	if code := e.call("GET", "/api/v1/routines", "", &er); code != 404 || er.Error.Code != "not_found" {
+		t.Errorf("without routines: %d %+v", code, er)
+	}
+}

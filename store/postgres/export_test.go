@@ -1,0 +1,10 @@
+package postgres
+
+// ListenerReady returns a channel that is closed once the job listener's
+// LISTEN has taken effect (after the first Dequeue started it), so a test
+// can tell a wake-up by NOTIFY from the one the listener gives on connecting.
+func (db *DB) ListenerReady() <-chan struct{} { return db.listenReady }
+
+// JobKeyLock returns the advisory lock that Enqueue takes for a job key, so
+// a test can hold it and stop a transaction at its enqueue.
+func JobKeyLock(key string) (class, objid int32) { return lockClassJobKey, jobKeyHash(key) }

@@ -1,0 +1,184 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/store/postgres"
+)
+
+// latest is the newest migration in migrations/.
+const latest = 1
+
+func wantVersion(t *testing.T, db *postgres.DB, want int) {
+	t.Helper()
+	v, err := db.SchemaVersion(t.Context())
+	if err != nil {
+		t.Fatalf("SchemaVersion: %v", err)
+	}
+	if v != want {
+		t.Fatalf("SchemaVersion = %d, want %d", v, want)
+	}
+}
+
+// tables lists the tables of schema.
+func tables(t *testing.T, url, schema string) []string {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, _ := conn.Query(t.Context(), `SELECT table_name::text FROM information_schema.tables
+		WHERE table_schema = $1 ORDER BY table_name`, schema)
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+func TestMigrateUpDownUp(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	schema := newSchema(t, url)
+	ctx := t.Context()
+	db := openDB(t, url, schema, postgres.Options{})
+	wantVersion(t, db, latest)
+	if got := tables(t, url, schema); len(got) != 6 {
+		t.Errorf("tables after Open = %v, want the 5 of 0001 and schema_migrations", got)
+	}
+	sid := core.NewID("ses")
+	r, err := db.CreateRun(ctx, core.NewRun{
+		Session: core.Session{ID: sid, AgentID: "agent"},
+		Run:     core.Run{ID: core.NewID("run"), SessionID: sid, AgentID: "agent", Type: core.RunTypeChat},
+	})
+	if err != nil {
+		t.Fatalf("CreateRun: %v", err)
+	}
+
+	// Migrate again: nothing to do.
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatalf("second Migrate: %v", err)
+	}
+	wantVersion(t, db, latest)
+	if _, err := db.GetRun(ctx, r.ID); err != nil {
+		t.Fatalf("GetRun after a no-op Migrate: %v", err)
+	}
+
+	if err := db.MigrateDown(ctx, 0); err != nil {
+		t.Fatalf("MigrateDown(0): %v", err)
+	}
+	wantVersion(t, db, 0)
+	if got := tables(t, url, schema); len(got) != 1 || got[0] != "schema_migrations" {
+		t.Errorf("tables after MigrateDown(0) = %v, want only schema_migrations", got)
+	}
+	if _, err := db.GetRun(ctx, r.ID); err == nil {
+		t.Error("GetRun after MigrateDown(0): want an error (no runs table)")
+	}
+
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate after MigrateDown: %v", err)
+	}
+	wantVersion(t, db, latest)
+	if _, err := db.GetRun(ctx, r.ID); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("GetRun of a run from before the round trip: err = %v, want ErrNotFound", err)
+	}
+	if _, err := db.CreateRun(ctx, core.NewRun{
+		Session: core.Session{ID: sid, AgentID: "agent"},
+		Run:     core.Run{ID: core.NewID("run"), SessionID: sid, AgentID: "agent", Type: core.RunTypeChat},
+	}); err != nil {
+		t.Fatalf("CreateRun after the round trip: %v", err)
+	}
+	if err := db.MigrateDown(ctx, -1); err == nil {
+		t.Error("MigrateDown(-1): want an error")
+	}
+}
+
+// TestOpenConcurrently: replicas that start together on a schema that does
+// not exist yet migrate it once, one after the other.
+func TestOpenConcurrently(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	schema := schemaName(t, url) // Migrate creates it
+	const replicas = 4
+	dbs := make([]*postgres.DB, replicas)
+	errs := make([]error, replicas)
+	var wg sync.WaitGroup
+	for i := range replicas {
+		wg.Go(func() {
+			dbs[i], errs[i] = postgres.Open(t.Context(), url, postgres.Options{Schema: schema, Logger: quiet, MaxConns: 2})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("replica %d: Open: %v", i, err)
+			continue
+		}
+		t.Cleanup(func() { dbs[i].Close() })
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	wantVersion(t, dbs[0], latest)
+	var applied int
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := conn.QueryRow(t.Context(), `SELECT COUNT(*) FROM `+pgx.Identifier{schema, "schema_migrations"}.Sanitize()).
+		Scan(&applied); err != nil {
+		t.Fatal(err)
+	}
+	if applied != latest {
+		t.Errorf("schema_migrations has %d rows, want %d", applied, latest)
+	}
+}
+
+func TestOpenSkipMigrate(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	schema := newSchema(t, url)
+	db := openDB(t, url, schema, postgres.Options{SkipMigrate: true})
+	wantVersion(t, db, 0)
+	if err := db.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	wantVersion(t, db, latest)
+}
+
+// TestOpenRejects needs no database: Open refuses bad input before
+// connecting.
+func TestOpenRejects(t *testing.T) {
+	t.Parallel()
+	const url = "postgres://user:s3cret@127.0.0.1:1/db"
+	tests := []struct {
+		name string
+		url  string
+		opts postgres.Options
+		want string
+	}{
+		{"bad URL", "postgres://user:s3cret@host:notaport/db", postgres.Options{}, "database URL"},
+		{"schema longer than an identifier", url, postgres.Options{Schema: strings.Repeat("s", 64)}, "at most 63 bytes"},
+		{"negative max conns", url, postgres.Options{MaxConns: -1}, "max conns"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := postgres.Open(t.Context(), tc.url, tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open: err = %v, want one about %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error %q shows the password", err)
+			}
+		})
+	}
+}

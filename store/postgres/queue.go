@@ -1,0 +1,277 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentgate/agentgate/core"
+)
+
+// The queue lives in the jobs table, with the semantics of store/sqlite's. A
+// waiting job has consumer '' and becomes due at visible_at; a delivered job
+// carries its consumer and lease token, and visible_at is when the lease runs
+// out, after which it is due again under a new token. Dequeue takes the oldest
+// due job with FOR UPDATE SKIP LOCKED, so concurrent consumers (in this
+// process or others) never wait on each other or take the same job; every
+// other change is a single conditional UPDATE/DELETE on the job's lease.
+
+// jobColumns are the columns scanJob reads, in order.
+const jobColumns = `id, kind, key, payload, attempt, max_attempts, visible_at, last_error, created_at, lease`
+
+// scanJob reads one row of jobColumns.
+func (db *DB) scanJob(row scanner) (core.Job, error) {
+	var j core.Job
+	var payload []byte
+	if err := row.Scan(&j.ID, &j.Kind, &j.Key, &payload, &j.Attempt, &j.MaxAttempts,
+		&j.RunAt, &j.LastError, &j.CreatedAt, &j.Lease); err != nil {
+		return core.Job{}, err
+	}
+	j.Payload = payload
+	j.MaxAttempts = db.maxAttempts(j.MaxAttempts)
+	j.RunAt = utc(j.RunAt)
+	j.CreatedAt = utc(j.CreatedAt)
+	return j, nil
+}
+
+// maxAttempts is the effective delivery limit of a job whose stored limit is n.
+func (db *DB) maxAttempts(n int) int {
+	if n <= 0 {
+		return db.opts.MaxAttempts
+	}
+	return n
+}
+
+// Enqueue adds a job; see core.Queue. A non-empty j.ID is kept (it must be
+// unique); otherwise one is generated. Waiting Dequeue calls in this and
+// other processes are notified when the job commits.
+func (db *DB) Enqueue(ctx context.Context, j core.Job) error {
+	return db.tx(ctx, func(tx *txn) error { return db.enqueueTx(ctx, tx, j) })
+}
+
+// Dequeue blocks until a job is due and leases it to consumer; see
+// core.Queue. Jobs enqueued in this process wake it at once, those enqueued
+// by other processes through LISTEN/NOTIFY; delayed jobs and expired leases
+// are noticed within Options.PollInterval.
+func (db *DB) Dequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, error) {
+	db.startListener()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			return core.Job{}, err
+		}
+		// Take the wake channel before looking, so an Enqueue that commits
+		// after the look still wakes us.
+		woken := db.wakeCh()
+		j, ok, err := db.TryDequeue(ctx, consumer, lease)
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return core.Job{}, ctxErr
+			}
+			return core.Job{}, err
+		}
+		if ok {
+			return j, nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(db.opts.PollInterval)
+		} else {
+			timer.Reset(db.opts.PollInterval)
+		}
+		select {
+		case <-ctx.Done():
+			return core.Job{}, ctx.Err()
+		case <-woken:
+		case <-timer.C:
+		}
+	}
+}
+
+// TryDequeue leases the oldest due job to consumer, or reports ok=false when
+// none is due. Due jobs that have used up their deliveries are dead-lettered
+// on the way ("delivery limit reached") and skipped. Jobs locked by a
+// concurrent Dequeue are skipped, not waited for. The returned job's
+// MaxAttempts is its effective limit (the queue default when it was enqueued
+// with 0), and RunAt is when it became due.
+func (db *DB) TryDequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, bool, error) {
+	if consumer == "" {
+		return core.Job{}, false, errors.New("dequeue: consumer must not be empty")
+	}
+	if lease <= 0 {
+		return core.Job{}, false, fmt.Errorf("dequeue: lease must be positive, got %s", lease)
+	}
+	var (
+		j  core.Job
+		ok bool
+	)
+	err := db.tx(ctx, func(tx *txn) error {
+		now := db.opts.Clock.Now()
+		for {
+			var err error
+			j, err = db.scanJob(tx.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs
+				WHERE dead_at IS NULL AND visible_at <= $1
+				ORDER BY visible_at, pk LIMIT 1 FOR UPDATE SKIP LOCKED`, now))
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if j.Attempt >= j.MaxAttempts {
+				reason := "delivery limit reached: " + strconv.Itoa(j.Attempt) + " attempts"
+				if j.LastError != "" {
+					reason += "; last error: " + j.LastError
+				}
+				if _, err := tx.Exec(ctx, `UPDATE jobs SET dead_at = $1, last_error = $2, consumer = '', lease = ''
+					WHERE id = $3`, now, reason, j.ID); err != nil {
+					return err
+				}
+				continue
+			}
+			j.Attempt++
+			j.Lease = core.NewID("lease")
+			if _, err := tx.Exec(ctx, `UPDATE jobs SET consumer = $1, lease = $2, attempt = $3, visible_at = $4
+				WHERE id = $5`, consumer, j.Lease, j.Attempt, now.Add(lease), j.ID); err != nil {
+				return err
+			}
+			ok = true
+			return nil
+		}
+	})
+	if err != nil {
+		return core.Job{}, false, fmt.Errorf("dequeue: %w", err)
+	}
+	if !ok {
+		return core.Job{}, false, nil
+	}
+	return j, true, nil
+}
+
+// Extend renews the lease of a delivered job; see core.Queue. The lease
+// token does not change.
+func (db *DB) Extend(ctx context.Context, j core.Job, lease time.Duration) error {
+	if lease <= 0 {
+		return fmt.Errorf("extend job %s: lease must be positive, got %s", j.ID, lease)
+	}
+	if j.Lease == "" {
+		return fmt.Errorf("extend job %s: %w", j.ID, core.ErrLeaseLost)
+	}
+	tag, err := db.pool.Exec(ctx, `UPDATE jobs SET visible_at = $1 WHERE id = $2 AND lease = $3 AND dead_at IS NULL`,
+		db.opts.Clock.Now().Add(lease), j.ID, j.Lease)
+	if err != nil {
+		return fmt.Errorf("extend job %s: %w", j.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("extend job %s: %w", j.ID, core.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Ack removes a delivered job; see core.Queue.
+func (db *DB) Ack(ctx context.Context, j core.Job) error {
+	if j.Lease == "" {
+		return fmt.Errorf("ack job %s: %w", j.ID, core.ErrLeaseLost)
+	}
+	tag, err := db.pool.Exec(ctx, `DELETE FROM jobs WHERE id = $1 AND lease = $2 AND dead_at IS NULL`, j.ID, j.Lease)
+	if err != nil {
+		return fmt.Errorf("ack job %s: %w", j.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("ack job %s: %w", j.ID, core.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Fail records reason and schedules a retry after retryAfter (<= 0: after
+// Options.Backoff(attempt)), or dead-letters the job when it has used its
+// last attempt; see core.Queue.
+func (db *DB) Fail(ctx context.Context, j core.Job, reason string, retryAfter time.Duration) (bool, error) {
+	if j.Lease == "" {
+		return false, fmt.Errorf("fail job %s: %w", j.ID, core.ErrLeaseLost)
+	}
+	var dead bool
+	err := db.tx(ctx, func(tx *txn) error {
+		var attempt, maxAttempts int
+		err := tx.QueryRow(ctx, `SELECT attempt, max_attempts FROM jobs
+			WHERE id = $1 AND lease = $2 AND dead_at IS NULL FOR UPDATE`, j.ID, j.Lease).Scan(&attempt, &maxAttempts)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return core.ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		now := db.opts.Clock.Now()
+		if attempt >= db.maxAttempts(maxAttempts) {
+			dead = true
+			_, err = tx.Exec(ctx, `UPDATE jobs SET dead_at = $1, last_error = $2, consumer = '', lease = ''
+				WHERE id = $3`, now, reason, j.ID)
+			return err
+		}
+		delay := retryAfter
+		if delay <= 0 {
+			delay = db.opts.Backoff(attempt)
+		}
+		_, err = tx.Exec(ctx, `UPDATE jobs SET last_error = $1, consumer = '', lease = '', visible_at = $2
+			WHERE id = $3`, reason, now.Add(delay), j.ID)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("fail job %s: %w", j.ID, err)
+	}
+	return dead, nil
+}
+
+// Recover makes the live jobs leased to consumer due at once and returns how
+// many there were; see core.Queue. Their Attempt still counts the lost
+// delivery.
+func (db *DB) Recover(ctx context.Context, consumer string) (int, error) {
+	if consumer == "" {
+		return 0, errors.New("recover: consumer must not be empty")
+	}
+	var n int64
+	err := db.tx(ctx, func(tx *txn) error {
+		tag, err := tx.Exec(ctx, `UPDATE jobs SET consumer = '', lease = '', visible_at = LEAST(visible_at, $1)
+			WHERE consumer = $2 AND dead_at IS NULL`, db.opts.Clock.Now(), consumer)
+		if err != nil {
+			return err
+		}
+		if n = tag.RowsAffected(); n > 0 {
+			tx.enqueued = true // notify: the jobs are due now
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("recover %s: %w", consumer, err)
+	}
+	return int(n), nil
+}
+
+// DeadLetters lists up to limit (0 = all) dead-lettered jobs in the order
+// they died, oldest first; see core.Queue.
+func (db *DB) DeadLetters(ctx context.Context, limit int) ([]core.Job, error) {
+	rows, _ := db.pool.Query(ctx, `SELECT `+jobColumns+` FROM jobs
+		WHERE dead_at IS NOT NULL ORDER BY dead_at, pk LIMIT $1`, limitArg(limit))
+	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Job, error) { return db.scanJob(row) })
+	if err != nil {
+		return nil, fmt.Errorf("dead letters: %w", err)
+	}
+	return jobs, nil
+}
+
+// Depth counts jobs not yet acked and not dead; see core.Queue.
+func (db *DB) Depth(ctx context.Context) (int64, error) {
+	var n int64
+	if err := db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM jobs WHERE dead_at IS NULL`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("queue depth: %w", err)
+	}
+	return n, nil
+}
