@@ -464,12 +464,16 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 	return err
 }
 
-// finish closes a run and announces it. Errors are logged: the run stays
-// active in the store and is retried.
-func (e *Engine) finish(ctx context.Context, id, owner string, status RunStatus, output, errMsg string, usage Usage) error {
+// finish closes a run and announces it; first are journaled before the
+// closing status event, in the same transaction. Errors are logged: the run
+// stays active in the store and is retried.
+func (e *Engine) finish(ctx context.Context, id, owner string, status RunStatus, output, errMsg string, usage Usage, first ...Event) error {
 	ev := NewEvent(EventStatus, StatusChange{Status: status, Error: errMsg})
 	now := e.cfg.Clock.Now().UTC()
-	ev.CreatedAt = now
+	evs := append(first, ev)
+	for i := range evs {
+		evs[i].CreatedAt = now
+	}
 	var jobs []Job
 	if e.cfg.OnFinish != nil {
 		run, err := e.cfg.Store.GetRun(ctx, id)
@@ -480,7 +484,7 @@ func (e *Engine) finish(ctx context.Context, id, owner string, status RunStatus,
 		jobs = e.cfg.OnFinish(run, status)
 	}
 	_, err := e.cfg.Store.FinishRun(ctx, id, owner, Finish{
-		Status: status, Output: output, Error: errMsg, Usage: usage, At: now, Events: []Event{ev}, Jobs: jobs,
+		Status: status, Output: output, Error: errMsg, Usage: usage, At: now, Events: evs, Jobs: jobs,
 	})
 	if err != nil {
 		if !errors.Is(err, ErrRunFinished) {
@@ -636,20 +640,23 @@ func (r *runner) step(ctx context.Context) (done bool, err error) {
 		msg := fmt.Sprintf("stopped after %d model calls (max_steps)", s.responses)
 		return true, r.e.finish(ctx, r.run.ID, r.e.cfg.NodeID, RunFailed, "", msg, s.usage)
 	}
-	return false, r.callModel(ctx)
+	return r.callModel(ctx)
 }
 
-func (r *runner) callModel(ctx context.Context) error {
+// callModel asks the model for the next turn and journals it. A final
+// answer (no tool calls) is journaled in the same transaction that completes
+// the run; done reports that.
+func (r *runner) callModel(ctx context.Context) (done bool, err error) {
 	req, err := r.modelRequest(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	hub := r.e.cfg.Hub
 	resp, err := r.agent.Model.Generate(ctx, req, func(text string) {
 		hub.Publish(Update{RunID: r.run.ID, Delta: text})
 	})
 	if err != nil {
-		return fmt.Errorf("model: %w", err)
+		return false, fmt.Errorf("model: %w", err)
 	}
 	for i, c := range resp.ToolCalls {
 		if c.ID == "" {
@@ -659,7 +666,12 @@ func (r *runner) callModel(ctx context.Context) error {
 			resp.ToolCalls[i].Arguments = json.RawMessage("{}")
 		}
 	}
-	return r.append(ctx, NewEvent(EventModelResponse, resp))
+	ev := NewEvent(EventModelResponse, resp)
+	if len(resp.ToolCalls) == 0 {
+		usage := r.state.usage.Add(resp.Usage)
+		return true, r.e.finish(ctx, r.run.ID, r.e.cfg.NodeID, RunCompleted, resp.Text, "", usage, ev)
+	}
+	return false, r.append(ctx, ev)
 }
 
 // modelRequest builds the conversation: earlier runs of the session (input
