@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -18,20 +17,26 @@ import (
 	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/core/config"
+	"github.com/agentgate/agentgate/core/lease"
 	"github.com/agentgate/agentgate/core/metrics"
 	"github.com/agentgate/agentgate/interfaces/api"
-	"github.com/agentgate/agentgate/store/sqlite"
 )
 
 // settings are the server's flags and environment, resolved.
 type settings struct {
-	configPath string
-	addr       string
-	dataDir    string
-	apiKeys    []string
-	nodeID     string
-	logLevel   string
-	sqliteSync string
+	configPath     string
+	addr           string
+	dataDir        string
+	apiKeys        []string
+	nodeID         string
+	logLevel       string
+	sqliteSync     string
+	databaseURL    string
+	databaseSchema string
+	redisURL       string
+	redisPrefix    string
+	claimTTL       time.Duration
+	janitor        time.Duration
 }
 
 const serveHelp = `Usage: agentgate serve [flags]
@@ -42,21 +47,47 @@ Settings (a flag wins over its environment variable):
   --data-dir DIR     AGENTGATE_DATA_DIR    SQLite database directory (default ./agentgate-data)
                      AGENTGATE_API_KEYS    comma-separated bearer keys for the API; none = API open,
                                            and then only a loopback --addr is allowed
-  --node-id NAME     AGENTGATE_NODE_ID     this process's name in run claims (default local)
+  --node-id NAME     AGENTGATE_NODE_ID     this process's name in run claims and leases
+                                           (default "local" on SQLite, host-pid on PostgreSQL)
   --log-level LEVEL  AGENTGATE_LOG_LEVEL   debug, info (default), warn, error
                      AGENTGATE_SQLITE_SYNC full (default: a commit survives power loss) or normal
-                     AGENTGATE_DATABASE_URL, AGENTGATE_REDIS_URL: PostgreSQL and Redis Streams
-                                           (not in this build yet: unset them)
+                     AGENTGATE_DATABASE_URL  PostgreSQL store, e.g. postgres://user:pw@host:5432/db
+                                           (unset = SQLite in the data dir)
+                     AGENTGATE_DATABASE_SCHEMA  PostgreSQL schema for the tables (default public)
+                     AGENTGATE_REDIS_URL   Redis Streams queue, e.g. redis://host:6379/0
+                                           (needs AGENTGATE_DATABASE_URL; unset = the store's queue)
+                     AGENTGATE_REDIS_PREFIX  names the queue's Redis keys (default "default")
+                     AGENTGATE_CLAIM_TTL   how long a node's claim on a run and lease on a job last
+                                           without a heartbeat; a dead node's work moves after it
+                                           (default 30s)
+                     AGENTGATE_JANITOR_INTERVAL  how often queued and running runs are re-enqueued
+                                           from the store (default 30s with Redis, off otherwise)
 `
 
-func parseSettings(name string, args []string, stderr io.Writer) (settings, *flag.FlagSet, error) {
+func parseSettings(name string, args []string, stderr io.Writer) (settings, error) {
 	s := settings{
-		configPath: os.Getenv("AGENTGATE_CONFIG"),
-		addr:       envOr("AGENTGATE_ADDR", "127.0.0.1:8080"),
-		dataDir:    envOr("AGENTGATE_DATA_DIR", "agentgate-data"),
-		nodeID:     envOr("AGENTGATE_NODE_ID", "local"),
-		logLevel:   envOr("AGENTGATE_LOG_LEVEL", "info"),
-		sqliteSync: envOr("AGENTGATE_SQLITE_SYNC", "full"),
+		configPath:     os.Getenv("AGENTGATE_CONFIG"),
+		addr:           envOr("AGENTGATE_ADDR", "127.0.0.1:8080"),
+		dataDir:        envOr("AGENTGATE_DATA_DIR", "agentgate-data"),
+		nodeID:         os.Getenv("AGENTGATE_NODE_ID"),
+		logLevel:       envOr("AGENTGATE_LOG_LEVEL", "info"),
+		sqliteSync:     envOr("AGENTGATE_SQLITE_SYNC", "full"),
+		databaseURL:    os.Getenv("AGENTGATE_DATABASE_URL"),
+		databaseSchema: os.Getenv("AGENTGATE_DATABASE_SCHEMA"),
+		redisURL:       os.Getenv("AGENTGATE_REDIS_URL"),
+		redisPrefix:    os.Getenv("AGENTGATE_REDIS_PREFIX"),
+	}
+	for _, d := range []struct {
+		env string
+		to  *time.Duration
+	}{{"AGENTGATE_CLAIM_TTL", &s.claimTTL}, {"AGENTGATE_JANITOR_INTERVAL", &s.janitor}} {
+		if v := os.Getenv(d.env); v != "" {
+			dur, err := time.ParseDuration(v)
+			if err != nil || dur <= 0 {
+				return s, &usageError{fmt.Sprintf("%s: must be a positive duration like 30s, got %q", d.env, v)}
+			}
+			*d.to = dur
+		}
 	}
 	for _, k := range strings.Split(os.Getenv("AGENTGATE_API_KEYS"), ",") {
 		if k = strings.TrimSpace(k); k != "" {
@@ -73,17 +104,35 @@ func parseSettings(name string, args []string, stderr io.Writer) (settings, *fla
 	fs.StringVar(&s.logLevel, "log-level", s.logLevel, "log level")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return s, fs, err
+			return s, err
 		}
-		return s, fs, &usageError{err.Error()}
+		return s, &usageError{err.Error()}
 	}
 	if fs.NArg() > 0 {
-		return s, fs, &usageError{fmt.Sprintf("%s takes no arguments, got %q", name, fs.Args())}
+		return s, &usageError{fmt.Sprintf("%s takes no arguments, got %q", name, fs.Args())}
 	}
-	if os.Getenv("AGENTGATE_DATABASE_URL") != "" || os.Getenv("AGENTGATE_REDIS_URL") != "" {
-		return s, fs, errors.New("AGENTGATE_DATABASE_URL / AGENTGATE_REDIS_URL are set, but this build has only the embedded SQLite store and queue; unset them")
+	if s.nodeID == "" {
+		s.nodeID = "local"
+		if s.databaseURL != "" {
+			// Replicas share the store: each needs its own name.
+			host, _ := os.Hostname()
+			s.nodeID = fmt.Sprintf("%s-%d", host, os.Getpid())
+		}
 	}
-	return s, fs, nil
+	return s, nil
+}
+
+// prepare parses the settings and makes the logger; done reports --help.
+func prepare(name string, args []string, stderr io.Writer) (s settings, log *slog.Logger, done bool, err error) {
+	s, err = parseSettings(name, args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return s, nil, true, nil
+	}
+	if err != nil {
+		return s, nil, false, err
+	}
+	log, err = newLogger(s.logLevel, stderr)
+	return s, log, false, err
 }
 
 func envOr(k, def string) string {
@@ -114,52 +163,34 @@ func loopbackOnly(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func openStore(ctx context.Context, s settings, log *slog.Logger) (*sqlite.DB, error) {
-	if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
-	}
-	db, err := sqlite.Open(ctx, filepath.Join(s.dataDir, "agentgate.db"), sqlite.Options{Logger: log, Synchronous: s.sqliteSync})
-	if err != nil {
-		return nil, fmt.Errorf("open store in %s: %w", s.dataDir, err)
-	}
-	return db, nil
-}
-
 func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	s, _, err := parseSettings("migrate", args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
+	s, log, done, err := prepare("migrate", args, stderr)
+	if done || err != nil {
+		return err
 	}
+	b, err := openBackend(ctx, s, log)
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(s.logLevel, stderr)
+	defer b.close()
+	v, err := b.db.SchemaVersion(ctx)
 	if err != nil {
 		return err
 	}
-	db, err := openStore(ctx, s, log)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	v, err := db.SchemaVersion(ctx)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "store %s is at schema version %d\n", db.Path(), v)
+	fmt.Fprintf(stdout, "store %s is at schema version %d\n", b.desc, v)
 	return nil
 }
 
+// Cluster-wide singletons run under these leases.
+const (
+	leaseTTL          = 15 * time.Second
+	leaseApprovals    = "approvals-expiry"
+	leaseRoutineTicks = "routine-scheduler"
+)
+
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	s, _, err := parseSettings("serve", args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	log, err := newLogger(s.logLevel, stderr)
-	if err != nil {
+	s, log, done, err := prepare("serve", args, stderr)
+	if done || err != nil {
 		return err
 	}
 	cfg := config.Default()
@@ -174,11 +205,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			"set AGENTGATE_API_KEYS or listen on 127.0.0.1", s.addr)}
 	}
 
-	db, err := openStore(ctx, s, log)
+	b, err := openBackend(ctx, s, log)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer b.close()
+	db := b.db
 
 	clock := core.SystemClock{}
 	agents, err := buildAgents(cfg, clock)
@@ -189,11 +221,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m := metrics.New(db, db, log)
+	m := metrics.New(db, b.queue, log)
 	hub := &core.Hub{}
 	eng, err := core.NewEngine(core.EngineConfig{
-		Store: db, Queue: db, Agents: agents, Hub: hub, Clock: clock, Logger: log,
-		Observer: m, NodeID: s.nodeID, Workers: cfg.Server.Workers,
+		Store: db, Queue: b.queue, Agents: agents, Hub: hub, Clock: clock, Logger: log,
+		Observer: m, NodeID: s.nodeID, Workers: cfg.Server.Workers, JanitorInterval: b.janitor, ClaimTTL: s.claimTTL,
 		OnFinish: rt.OnFinish, Handlers: rt.Handlers(),
 	})
 	if err != nil {
@@ -214,10 +246,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 4)
+	errc := make(chan error, 3+len(b.services))
 	wg.Go(func() { errc <- eng.Start(runCtx) })
-	wg.Go(func() { errc <- aps.Start(runCtx) })
-	wg.Go(func() { errc <- rt.Start(runCtx) })
+	singleton := func(name string, start func(context.Context) error) {
+		wg.Go(func() {
+			lease.Run(runCtx, db, name, s.nodeID, leaseTTL, log, func(ctx context.Context) {
+				if err := start(ctx); err != nil {
+					log.Error("singleton stopped", "lease", name, "err", err)
+				}
+			})
+		})
+	}
+	singleton(leaseApprovals, aps.Start)
+	singleton(leaseRoutineTicks, rt.Start)
+	for _, svc := range b.services {
+		wg.Go(func() { errc <- svc(runCtx) })
+	}
 	wg.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- err
@@ -227,7 +271,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(keys) > 0 {
 		auth = fmt.Sprintf("%d API key(s)", len(keys))
 	}
-	log.Info("agentgate serving", "addr", "http://"+ln.Addr().String(), "data_dir", s.dataDir,
+	log.Info("agentgate serving", "addr", "http://"+ln.Addr().String(), "store", b.desc, "node", s.nodeID,
 		"agents", len(agents), "auth", auth, "version", version)
 	fmt.Fprintf(stdout, "agentgate listening on http://%s\n", ln.Addr())
 
@@ -236,7 +280,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case <-ctx.Done():
 	case runErr = <-errc:
 	}
-	log.Info("shutting down")
+	log.Info("shutting down: no new work; in-flight steps get 10s to finish")
 	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer stop()
 	_ = srv.Shutdown(shutdownCtx)

@@ -1,10 +1,14 @@
 // Package postgres is the PostgreSQL store and queue (github.com/jackc/pgx/v5):
-// one schema holds sessions, runs, the run journal, approvals and the job
-// queue, so a state change and the job it enqueues commit in one transaction,
-// exactly as in store/sqlite. Unlike SQLite, PostgreSQL runs transactions
-// concurrently, so the store takes row locks where SQLite relied on its single
-// writer:
+// one schema holds sessions, runs, the run journal, approvals, the job
+// queue, routines and named leases, so a state change and the job it
+// enqueues commit in one transaction, exactly as in store/sqlite. Unlike
+// SQLite, PostgreSQL runs transactions concurrently, so the store takes row
+// locks where SQLite relied on its single writer:
 //
+//   - routine row (the compare-and-set UPDATE in FireRoutine, FOR NO KEY
+//     UPDATE elsewhere): fires, toggles, syncs and settles of one routine
+//     serialize, so a due time fires once and an outcome counts once;
+//     SyncRoutines calls of one schema also serialize on an advisory lock;
 //   - session row (FOR NO KEY UPDATE, or the upsert's lock in CreateRun):
 //     CreateRun, FinishRun and CancelRun of one session serialize, so "finish
 //     the head, enqueue the next run" always sees every run created before it;
@@ -14,10 +18,13 @@
 //     'pending' RETURNING);
 //   - Dequeue takes a due job with FOR UPDATE SKIP LOCKED;
 //   - Enqueue of a keyed job takes a transaction-scoped advisory lock on the
-//     key, so coalescing into a waiting job is race-free.
+//     key, so coalescing into a waiting job is race-free;
+//   - AcquireLease is one upsert (INSERT … ON CONFLICT … DO UPDATE … WHERE).
 //
-// Locks are always taken in the order session → run → approval → job key, so
-// the store's own transactions cannot deadlock.
+// Locks are always taken in the order routine → session → run → approval →
+// job key (the routine sync lock before any routine; a routine history entry
+// only alone or with its routine held), so the store's own transactions
+// cannot deadlock.
 //
 // A waiting Dequeue is woken by LISTEN/NOTIFY (pg_notify in the enqueueing
 // transaction, delivered on commit to a dedicated listener connection) across
@@ -57,8 +64,9 @@ const notifyChannel = "agentgate_jobs"
 // form is a separate key space, so these never collide with other users of
 // pg_advisory_lock(bigint).
 const (
-	lockClassMigrate int32 = 0x61676d67 // "agmg": schema migrations, per schema
-	lockClassJobKey  int32 = 0x61676a6b // "agjk": enqueue of one job key
+	lockClassMigrate     int32 = 0x61676d67 // "agmg": schema migrations, per schema
+	lockClassJobKey      int32 = 0x61676a6b // "agjk": enqueue of one job key
+	lockClassRoutineSync int32 = 0x61677273 // "agrs": SyncRoutines, per schema
 )
 
 // Options configure Open. The zero value is valid.
@@ -91,7 +99,8 @@ type Options struct {
 	MaxConns int
 }
 
-// DB is the PostgreSQL store (core.Store) and queue (core.Queue).
+// DB is the PostgreSQL store (core.Store, core.RoutineStore, lease.Store)
+// and queue (core.Queue).
 type DB struct {
 	pool *pgxpool.Pool
 	opts Options

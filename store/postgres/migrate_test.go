@@ -3,9 +3,11 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,7 +16,15 @@ import (
 )
 
 // latest is the newest migration in migrations/.
-const latest = 1
+const latest = 3
+
+// tablesAt are the tables of the schema at each version.
+var tablesAt = [latest + 1][]string{
+	0: {"schema_migrations"},
+	1: {"approvals", "jobs", "run_events", "runs", "schema_migrations", "sessions"},
+	2: {"approvals", "jobs", "leases", "run_events", "runs", "schema_migrations", "sessions"},
+	3: {"approvals", "jobs", "leases", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
+}
 
 func wantVersion(t *testing.T, db *postgres.DB, want int) {
 	t.Helper()
@@ -36,7 +46,7 @@ func tables(t *testing.T, url, schema string) []string {
 	}
 	defer conn.Close(context.Background())
 	rows, _ := conn.Query(t.Context(), `SELECT table_name::text FROM information_schema.tables
-		WHERE table_schema = $1 ORDER BY table_name`, schema)
+		WHERE table_schema = $1 ORDER BY table_name COLLATE "C"`, schema)
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		t.Fatal(err)
@@ -44,16 +54,11 @@ func tables(t *testing.T, url, schema string) []string {
 	return names
 }
 
-func TestMigrateUpDownUp(t *testing.T) {
-	t.Parallel()
-	url := testURL(t)
-	schema := newSchema(t, url)
+// useEveryTable writes to and reads from the tables of every migration: a
+// run, a lease and a routine with a fired run.
+func useEveryTable(t *testing.T, db *postgres.DB) {
+	t.Helper()
 	ctx := t.Context()
-	db := openDB(t, url, schema, postgres.Options{})
-	wantVersion(t, db, latest)
-	if got := tables(t, url, schema); len(got) != 6 {
-		t.Errorf("tables after Open = %v, want the 5 of 0001 and schema_migrations", got)
-	}
 	sid := core.NewID("ses")
 	r, err := db.CreateRun(ctx, core.NewRun{
 		Session: core.Session{ID: sid, AgentID: "agent"},
@@ -62,24 +67,71 @@ func TestMigrateUpDownUp(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CreateRun: %v", err)
 	}
+	if _, err := db.GetRun(ctx, r.ID); err != nil {
+		t.Fatalf("GetRun: %v", err)
+	}
+	if ok, err := db.AcquireLease(ctx, "tick", "node-1", time.Minute); err != nil || !ok {
+		t.Fatalf("AcquireLease = %t, %v; want the free lease", ok, err)
+	}
+	if err := db.ReleaseLease(ctx, "tick", "node-1"); err != nil {
+		t.Fatalf("ReleaseLease: %v", err)
+	}
+	t0 := time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)
+	if err := db.SyncRoutines(ctx, []core.RoutineDef{{ID: "digest", AgentID: "agent", Schedule: "@every 1h",
+		Timezone: "UTC", DeliverTo: "none", Enabled: true, Missed: core.MissedSkip, NextFireAt: t0}}, t0); err != nil {
+		t.Fatalf("SyncRoutines: %v", err)
+	}
+	rid := core.NewID("run")
+	if _, err := db.FireRoutine(ctx, core.RoutineFire{RoutineID: "digest", Expected: t0, Next: t0.Add(time.Hour), At: t0,
+		Runs: []core.FireRun{{Kind: core.FireScheduled, DueAt: t0, Run: core.NewRun{
+			Session: core.Session{ID: "agent:routine:digest", AgentID: "agent"},
+			Run: core.Run{ID: rid, SessionID: "agent:routine:digest", AgentID: "agent", Type: core.RunTypeRoutine,
+				RoutineID: "digest", CreatedAt: t0},
+		}}}}); err != nil {
+		t.Fatalf("FireRoutine: %v", err)
+	}
+	if p, err := db.RoutineHistory(ctx, "digest", core.ListOptions{}); err != nil || len(p.Items) != 1 || p.Items[0].RunID != rid {
+		t.Fatalf("RoutineHistory = %+v, %v; want the fired run", p.Items, err)
+	}
+}
+
+// TestMigrateUpDownUp migrates a schema up, down one version at a time to
+// nothing, and up again; the store works before and after.
+func TestMigrateUpDownUp(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	schema := newSchema(t, url)
+	ctx := t.Context()
+	db := openDB(t, url, schema, postgres.Options{})
+	wantVersion(t, db, latest)
+	if got := tables(t, url, schema); !slices.Equal(got, tablesAt[latest]) {
+		t.Errorf("tables after Open = %v, want %v", got, tablesAt[latest])
+	}
+	useEveryTable(t, db)
+	runs, err := db.ListRuns(ctx, core.RunFilter{})
+	if err != nil || len(runs.Items) != 2 {
+		t.Fatalf("ListRuns = %d runs, %v; want 2", len(runs.Items), err)
+	}
 
 	// Migrate again: nothing to do.
 	if err := db.Migrate(ctx); err != nil {
 		t.Fatalf("second Migrate: %v", err)
 	}
 	wantVersion(t, db, latest)
-	if _, err := db.GetRun(ctx, r.ID); err != nil {
+	if _, err := db.GetRun(ctx, runs.Items[0].ID); err != nil {
 		t.Fatalf("GetRun after a no-op Migrate: %v", err)
 	}
 
-	if err := db.MigrateDown(ctx, 0); err != nil {
-		t.Fatalf("MigrateDown(0): %v", err)
+	for to := latest - 1; to >= 0; to-- {
+		if err := db.MigrateDown(ctx, to); err != nil {
+			t.Fatalf("MigrateDown(%d): %v", to, err)
+		}
+		wantVersion(t, db, to)
+		if got := tables(t, url, schema); !slices.Equal(got, tablesAt[to]) {
+			t.Errorf("tables after MigrateDown(%d) = %v, want %v", to, got, tablesAt[to])
+		}
 	}
-	wantVersion(t, db, 0)
-	if got := tables(t, url, schema); len(got) != 1 || got[0] != "schema_migrations" {
-		t.Errorf("tables after MigrateDown(0) = %v, want only schema_migrations", got)
-	}
-	if _, err := db.GetRun(ctx, r.ID); err == nil {
+	if _, err := db.GetRun(ctx, runs.Items[0].ID); err == nil {
 		t.Error("GetRun after MigrateDown(0): want an error (no runs table)")
 	}
 
@@ -87,15 +139,16 @@ func TestMigrateUpDownUp(t *testing.T) {
 		t.Fatalf("Migrate after MigrateDown: %v", err)
 	}
 	wantVersion(t, db, latest)
-	if _, err := db.GetRun(ctx, r.ID); !errors.Is(err, core.ErrNotFound) {
+	if got := tables(t, url, schema); !slices.Equal(got, tablesAt[latest]) {
+		t.Errorf("tables after the round trip = %v, want %v", got, tablesAt[latest])
+	}
+	if _, err := db.GetRun(ctx, runs.Items[0].ID); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("GetRun of a run from before the round trip: err = %v, want ErrNotFound", err)
 	}
-	if _, err := db.CreateRun(ctx, core.NewRun{
-		Session: core.Session{ID: sid, AgentID: "agent"},
-		Run:     core.Run{ID: core.NewID("run"), SessionID: sid, AgentID: "agent", Type: core.RunTypeChat},
-	}); err != nil {
-		t.Fatalf("CreateRun after the round trip: %v", err)
+	if _, err := db.GetRoutine(ctx, "digest"); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("GetRoutine of a routine from before the round trip: err = %v, want ErrNotFound", err)
 	}
+	useEveryTable(t, db)
 	if err := db.MigrateDown(ctx, -1); err == nil {
 		t.Error("MigrateDown(-1): want an error")
 	}

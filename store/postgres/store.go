@@ -318,6 +318,27 @@ func list[T any](ctx context.Context, db *DB, o core.ListOptions, query string, 
 // CreateRun implements core.Store. It locks the session row (the upsert
 // does), so it serializes with FinishRun and CancelRun of the session.
 func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
+	nr, err := db.checkNewRun(nr)
+	if err != nil {
+		return core.Run{}, err
+	}
+	var out core.Run
+	err = db.tx(ctx, func(tx *txn) error {
+		run, err := createRunTx(ctx, tx, nr)
+		if err != nil {
+			return err
+		}
+		out = run
+		return db.enqueueTx(ctx, tx, core.RunJobFor(run.ID))
+	})
+	if err != nil {
+		return core.Run{}, fmt.Errorf("create run %s: %w", nr.Run.ID, err)
+	}
+	return out, nil
+}
+
+// checkNewRun validates nr and fills its defaults.
+func (db *DB) checkNewRun(nr core.NewRun) (core.NewRun, error) {
 	r, s := nr.Run, nr.Session
 	if r.SessionID == "" {
 		r.SessionID = s.ID
@@ -327,19 +348,19 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 	}
 	switch {
 	case r.ID == "":
-		return core.Run{}, errors.New("create run: run id is required")
+		return nr, errors.New("create run: run id is required")
 	case s.ID == "":
-		return core.Run{}, fmt.Errorf("create run %s: session id is required", r.ID)
+		return nr, fmt.Errorf("create run %s: session id is required", r.ID)
 	case r.SessionID != s.ID:
-		return core.Run{}, fmt.Errorf("create run %s: run session %s differs from session %s", r.ID, r.SessionID, s.ID)
+		return nr, fmt.Errorf("create run %s: run session %s differs from session %s", r.ID, r.SessionID, s.ID)
 	case r.AgentID == "":
-		return core.Run{}, fmt.Errorf("create run %s: agent id is required", r.ID)
+		return nr, fmt.Errorf("create run %s: agent id is required", r.ID)
 	}
 	if s.AgentID == "" {
 		s.AgentID = r.AgentID
 	}
 	if s.AgentID != r.AgentID {
-		return core.Run{}, fmt.Errorf("create run %s: session of agent %s: %w", r.ID, s.AgentID, core.ErrSessionAgent)
+		return nr, fmt.Errorf("create run %s: session of agent %s: %w", r.ID, s.AgentID, core.ErrSessionAgent)
 	}
 	if s.UserID == "" {
 		s.UserID = r.UserID
@@ -353,40 +374,43 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 	if s.UpdatedAt.Before(r.CreatedAt) {
 		s.UpdatedAt = r.CreatedAt
 	}
-	var out core.Run
-	err := db.tx(ctx, func(tx *txn) error {
-		// Insert the session, or lock the existing one and touch it.
-		var agent string
-		if err := tx.QueryRow(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-			ON CONFLICT (id) DO UPDATE SET updated_at = GREATEST(sessions.updated_at, $11)
-			RETURNING agent_id`, s.ID, s.AgentID, s.UserID, s.Binding.Platform, s.Binding.Workspace,
-			s.Binding.Channel, s.Binding.Thread, s.Title, s.CreatedAt, s.UpdatedAt, r.CreatedAt).Scan(&agent); err != nil {
-			return fmt.Errorf("upsert session %s: %w", s.ID, err)
-		}
-		if agent != r.AgentID {
-			return fmt.Errorf("session %s of agent %s: %w", s.ID, agent, core.ErrSessionAgent)
-		}
-		row, err := scanRun(tx.QueryRow(ctx, `INSERT INTO runs (id, session_id, agent_id, user_id, run_type, status,
-			parent_run_id, routine_id, input, output, error, input_tokens, output_tokens, created_at)
-			VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, $11, $12, $13)
-			RETURNING `+runCols,
-			r.ID, r.SessionID, r.AgentID, r.UserID, string(r.Type), r.ParentRunID, r.RoutineID, r.Input, r.Output,
-			r.Error, r.Usage.InputTokens, r.Usage.OutputTokens, r.CreatedAt))
-		if err != nil {
-			return fmt.Errorf("insert run: %w", err)
-		}
-		evs, err := appendTx(ctx, tx, r.ID, 0, nr.Events, r.CreatedAt)
-		if err != nil {
-			return err
-		}
-		row.LastSeq = int64(len(evs))
-		out = row.Run
-		return db.enqueueTx(ctx, tx, core.RunJobFor(r.ID))
-	})
-	if err != nil {
-		return core.Run{}, fmt.Errorf("create run %s: %w", r.ID, err)
+	nr.Run, nr.Session = r, s
+	return nr, nil
+}
+
+// createRunTx inserts a checked NewRun (see checkNewRun) inside tx: the
+// session if new (else it locks and touches it), the run and its first
+// events. The caller enqueues the run's job (core.RunJobFor) in tx, after
+// all its runs, so that the job keys of one transaction are locked in one
+// order (see enqueueTx).
+func createRunTx(ctx context.Context, tx *txn, nr core.NewRun) (core.Run, error) {
+	r, s := nr.Run, nr.Session
+	// Insert the session, or lock the existing one and touch it.
+	var agent string
+	if err := tx.QueryRow(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		ON CONFLICT (id) DO UPDATE SET updated_at = GREATEST(sessions.updated_at, $11)
+		RETURNING agent_id`, s.ID, s.AgentID, s.UserID, s.Binding.Platform, s.Binding.Workspace,
+		s.Binding.Channel, s.Binding.Thread, s.Title, s.CreatedAt, s.UpdatedAt, r.CreatedAt).Scan(&agent); err != nil {
+		return core.Run{}, fmt.Errorf("upsert session %s: %w", s.ID, err)
 	}
-	return out, nil
+	if agent != r.AgentID {
+		return core.Run{}, fmt.Errorf("session %s of agent %s: %w", s.ID, agent, core.ErrSessionAgent)
+	}
+	row, err := scanRun(tx.QueryRow(ctx, `INSERT INTO runs (id, session_id, agent_id, user_id, run_type, status,
+		parent_run_id, routine_id, input, output, error, input_tokens, output_tokens, created_at)
+		VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, $11, $12, $13)
+		RETURNING `+runCols,
+		r.ID, r.SessionID, r.AgentID, r.UserID, string(r.Type), r.ParentRunID, r.RoutineID, r.Input, r.Output,
+		r.Error, r.Usage.InputTokens, r.Usage.OutputTokens, r.CreatedAt))
+	if err != nil {
+		return core.Run{}, fmt.Errorf("insert run: %w", err)
+	}
+	evs, err := appendTx(ctx, tx, r.ID, 0, nr.Events, r.CreatedAt)
+	if err != nil {
+		return core.Run{}, err
+	}
+	row.LastSeq = int64(len(evs))
+	return row.Run, nil
 }
 
 // GetRun implements core.Store.

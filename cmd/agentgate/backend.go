@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/lease"
+	"github.com/agentgate/agentgate/core/queue/redisstream"
+	"github.com/agentgate/agentgate/core/queue/relay"
+	"github.com/agentgate/agentgate/store/postgres"
+	"github.com/agentgate/agentgate/store/sqlite"
+)
+
+// storeDB is what every store package offers: the store, its own queue (the
+// transactional outbox), leases and its schema version.
+type storeDB interface {
+	core.Store
+	core.Queue
+	core.RoutineStore
+	lease.Store
+	SchemaVersion(ctx context.Context) (int, error)
+	Close() error
+}
+
+// backend is the store, the queue the workers consume, and what must run
+// beside them.
+type backend struct {
+	db storeDB
+	// queue is what workers consume: the store's own, or Redis Streams fed
+	// by a relay from the store's outbox.
+	queue core.Queue
+	// janitor re-enqueues active runs periodically when the queue is not the
+	// store's (it may lose jobs); 0 otherwise.
+	janitor time.Duration
+	// services run beside the engine until shutdown (the relay).
+	services []func(ctx context.Context) error
+	close    func() error
+	desc     string
+}
+
+// openBackend picks the store (SQLite in the data dir, or PostgreSQL) and the
+// queue (the store's own, or Redis Streams).
+func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, error) {
+	var (
+		db   storeDB
+		desc string
+	)
+	switch {
+	case s.databaseURL != "":
+		pg, err := postgres.Open(ctx, s.databaseURL, postgres.Options{Logger: log, Schema: s.databaseSchema})
+		if err != nil {
+			return nil, fmt.Errorf("AGENTGATE_DATABASE_URL: %w", err)
+		}
+		db, desc = pg, "postgres (schema "+pg.Schema()+")"
+	case s.redisURL != "":
+		return nil, &usageError{"AGENTGATE_REDIS_URL needs AGENTGATE_DATABASE_URL: the Redis queue is for replicas sharing PostgreSQL; unset it to use the embedded store"}
+	default:
+		if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
+		lite, err := sqlite.Open(ctx, filepath.Join(s.dataDir, "agentgate.db"), sqlite.Options{Logger: log, Synchronous: s.sqliteSync})
+		if err != nil {
+			return nil, fmt.Errorf("open store in %s: %w", s.dataDir, err)
+		}
+		db, desc = lite, "sqlite "+lite.Path()
+	}
+	b := &backend{db: db, queue: db, close: db.Close, desc: desc, janitor: s.janitor}
+	if s.redisURL == "" {
+		return b, nil
+	}
+	opt, err := redis.ParseURL(s.redisURL)
+	if err != nil {
+		db.Close()
+		return nil, errors.New("AGENTGATE_REDIS_URL: cannot parse it; use redis://[user:password@]host:port/db")
+	}
+	client := redis.NewClient(opt)
+	if err := client.Ping(ctx).Err(); err != nil {
+		client.Close()
+		db.Close()
+		return nil, fmt.Errorf("AGENTGATE_REDIS_URL: %s unreachable: %w", opt.Addr, err)
+	}
+	q, err := redisstream.New(client, redisstream.Options{Prefix: s.redisPrefix})
+	if err != nil {
+		client.Close()
+		db.Close()
+		return nil, err
+	}
+	r, err := relay.New(relay.Config{From: db, To: q, Consumer: "relay-" + s.nodeID, Logger: log})
+	if err != nil {
+		client.Close()
+		db.Close()
+		return nil, err
+	}
+	b.queue = q
+	b.janitor = 30 * time.Second
+	if s.janitor > 0 {
+		b.janitor = s.janitor
+	}
+	b.services = append(b.services, r.Start)
+	b.close = func() error { return errors.Join(client.Close(), db.Close()) }
+	b.desc += " + redis streams " + opt.Addr
+	return b, nil
+}

@@ -1,0 +1,2 @@
+DROP TABLE routine_history;
+DROP TABLE routines;
