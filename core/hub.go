@@ -18,6 +18,9 @@ type Update struct {
 type Hub struct {
 	mu   sync.Mutex
 	subs map[string]map[chan Update]struct{}
+	// Broadcast, when set, is called with every local change signal so other
+	// processes can be told (see Deliver); set it before use.
+	Broadcast func(runID string)
 }
 
 // Subscribe returns a channel of updates for run id and a function that ends
@@ -68,5 +71,15 @@ func (h *Hub) Publish(u Update) {
 	}
 }
 
-// Changed announces that run id's journal or status changed.
-func (h *Hub) Changed(id string) { h.Publish(Update{RunID: id, Changed: true}) }
+// Changed announces that run id's journal or status changed, here and,
+// through Broadcast, to other processes.
+func (h *Hub) Changed(id string) {
+	h.Publish(Update{RunID: id, Changed: true})
+	if h.Broadcast != nil {
+		h.Broadcast(id)
+	}
+}
+
+// Deliver announces a change another process broadcast, to local
+// subscribers only.
+func (h *Hub) Deliver(id string) { h.Publish(Update{RunID: id, Changed: true}) }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/hub/redishub"
 	"github.com/agentgate/agentgate/core/lease"
 	"github.com/agentgate/agentgate/core/queue/redisstream"
 	"github.com/agentgate/agentgate/core/queue/relay"
@@ -42,8 +44,11 @@ type backend struct {
 	janitor time.Duration
 	// services run beside the engine until shutdown (the relay).
 	services []func(ctx context.Context) error
-	close    func() error
-	desc     string
+	// hub, when set, links the update hub to other replicas and returns the
+	// service that listens for their changes.
+	hub   func(*core.Hub) func(context.Context) error
+	close func() error
+	desc  string
 }
 
 // openBackend picks the store (SQLite in the data dir, or PostgreSQL) and the
@@ -100,6 +105,9 @@ func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, e
 		return nil, err
 	}
 	b.queue = q
+	b.hub = func(hub *core.Hub) func(context.Context) error {
+		return redishub.Bridge(client, cmp.Or(s.redisPrefix, "default"), hub, log)
+	}
 	b.janitor = 30 * time.Second
 	if s.janitor > 0 {
 		b.janitor = s.janitor

@@ -223,6 +223,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	m := metrics.New(db, b.queue, log)
 	hub := &core.Hub{}
+	if b.hub != nil {
+		b.services = append(b.services, b.hub(hub))
+	}
 	eng, err := core.NewEngine(core.EngineConfig{
 		Store: db, Queue: b.queue, Agents: agents, Hub: hub, Clock: clock, Logger: log,
 		Observer: m, NodeID: s.nodeID, Workers: cfg.Server.Workers, JanitorInterval: b.janitor, ClaimTTL: s.claimTTL,

@@ -53,7 +53,7 @@ const (
 	// settleTimeout bounds how long every accepted run may take to complete
 	// after a fault; it covers claim expiry, a janitor pass, job retry
 	// backoff and a loaded 2-core machine.
-	settleTimeout = 120 * time.Second
+	settleTimeout = 90 * time.Second
 )
 
 // fault holds what TestMain prepares for every test.
@@ -833,8 +833,14 @@ func (r *replica) terminate(limit time.Duration) (error, time.Duration) {
 	select {
 	case <-exited:
 	case <-time.After(limit):
-		r.t.Fatalf("replica %s still running %s after SIGTERM (its drain budget is %s); output:\n%s",
-			r.name, limit, drainTimeout, tail(r.out.String(), 80))
+		// SIGQUIT makes the Go runtime print every goroutine: what it waits for.
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+		}
+		r.t.Fatalf("replica %s still running %s after SIGTERM (its drain budget is %s); output with goroutines:\n%s",
+			r.name, limit, drainTimeout, tail(r.out.String(), 400))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -1015,8 +1021,8 @@ func (l *ledger) submitAll(t *testing.T, tag string, n int, via ...*replica) {
 	}
 }
 
-// approver approves every pending approval it sees through a live replica's
-// API, except those skip picks. Errors (a replica down, PostgreSQL down, a
+// approver approves every pending approval it sees through the API of a
+// live replica of via (nil = any replica), except those skip picks. Errors (a replica down, PostgreSQL down, a
 // race with another decision) are retried on the next pass.
 type approver struct {
 	stop func()
@@ -1027,7 +1033,10 @@ type approver struct {
 	refused  int               // decisions answered with something other than 200/409
 }
 
-func (c *cluster) autoApprove(skip func(approvalJSON) bool) *approver {
+func (c *cluster) autoApprove(via []*replica, skip func(approvalJSON) bool) *approver {
+	if via == nil {
+		via = c.replicas
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &approver{done: make(chan struct{}), approved: map[string]string{}}
 	a.stop = func() {
@@ -1046,7 +1055,7 @@ func (c *cluster) autoApprove(skip func(approvalJSON) bool) *approver {
 			case <-tick.C:
 			}
 			var live []*replica
-			for _, r := range c.replicas {
+			for _, r := range via {
 				if r.alive() {
 					live = append(live, r)
 				}
@@ -1240,7 +1249,15 @@ func (c *cluster) audit(scenario string, l *ledger, began time.Time) tally {
 	if n := len(keysByCall) - countSingle(keysByCall); n > tl.Double {
 		tl.Double = n
 	}
-	// Every completed deploy run ran its tool (under its own key).
+	// Every completed deploy run ran its tool, and the result it journaled
+	// came from a call the endpoint answered (one cut off by a crash or a
+	// drain timeout must have been executed again).
+	answered := map[string]bool{}
+	for _, call := range calls {
+		if call.Done {
+			answered[call.Body] = true
+		}
+	}
 	for _, a := range runs {
 		if !a.tool() || state[a.ID].Status != "completed" {
 			continue
@@ -1248,6 +1265,8 @@ func (c *cluster) audit(scenario string, l *ledger, began time.Time) tally {
 		args, _ := canonical([]byte(deployArgs(a.Input)))
 		if _, ok := keysByBody[args]; !ok {
 			t.Errorf("%s: run %s (%q) completed but its tool was never called", scenario, a.ID, a.Input)
+		} else if !answered[args] {
+			t.Errorf("%s: run %s (%q) completed but no call of its tool was answered", scenario, a.ID, a.Input)
 		}
 	}
 
