@@ -2,6 +2,9 @@ package core
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"time"
 )
@@ -15,6 +18,26 @@ import (
 // (or replica) fired the due time first, or the routine was disabled or
 // rescheduled meanwhile. The caller drops its fire; nothing was written.
 var ErrFireConflict = errors.New("routine fire conflict: next fire time moved")
+
+// ErrRoutineExists: CreateRoutine was given an id that is taken.
+var ErrRoutineExists = errors.New("routine already exists")
+
+// ErrConfigRoutine: the routine is defined in the config file, so it cannot
+// be deleted through the API (the next start would bring it back).
+var ErrConfigRoutine = errors.New("routine is defined in the config file")
+
+// RoutineSource says where a routine is defined.
+type RoutineSource string
+
+// Routine sources.
+const (
+	// SourceConfig: the config file defines the routine. SyncRoutines
+	// creates, updates and deletes it.
+	SourceConfig RoutineSource = "config"
+	// SourceAPI: created through the API (or CLI). SyncRoutines leaves it
+	// alone unless the file comes to define the same id, which takes it over.
+	SourceAPI RoutineSource = "api"
+)
 
 // MissedPolicy says what a routine does with due times that passed while no
 // scheduler ran (the gateway was down).
@@ -48,6 +71,8 @@ const (
 type Routine struct {
 	ID      string `json:"id"`
 	AgentID string `json:"agent_id"`
+	// Source is where the routine is defined: config or api.
+	Source RoutineSource `json:"source"`
 	// Schedule is a 5-field cron expression, a descriptor (@hourly, @daily,
 	// @weekly, @monthly, @yearly) or @every <duration>.
 	Schedule string `json:"schedule"`
@@ -115,6 +140,52 @@ type RoutineDef struct {
 	NextFireAt time.Time
 }
 
+// ConfigHash fingerprints the definition fields of d (not ID, Enabled or
+// NextFireAt). SyncRoutines stores the file's hash to tell whether the
+// file's definition of a routine changed since the last sync.
+func (d RoutineDef) ConfigHash() string {
+	b, _ := json.Marshal([]any{d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, d.Missed, d.MaxFailures})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// RoutineSpec is a routine definition as sent to the API: the fields of a
+// routine in the config file, by the same names. A nil field is the
+// default when creating and unchanged when editing.
+type RoutineSpec struct {
+	Agent     *string `json:"agent,omitempty"`
+	Schedule  *string `json:"schedule,omitempty"`
+	Timezone  *string `json:"timezone,omitempty"`
+	Input     *string `json:"input,omitempty"`
+	DeliverTo *string `json:"deliver_to,omitempty"`
+	// Enabled defaults to true; editing it is the same as enable/disable.
+	Enabled *bool   `json:"enabled,omitempty"`
+	Missed  *string `json:"missed,omitempty"`
+	// MaxFailures: 0 = the default 5, -1 = never disable, as in the file.
+	MaxFailures *int `json:"max_failures,omitempty"`
+}
+
+// RoutinePatch is the input of UpdateRoutine: each non-nil field replaces
+// the stored one.
+type RoutinePatch struct {
+	AgentID     *string
+	Schedule    *string
+	Timezone    *string
+	Input       *string
+	DeliverTo   *string
+	Missed      *MissedPolicy
+	MaxFailures *int // as stored: 0 = never
+	// Enabled toggles the routine as SetRoutineEnabled does (stored, wins
+	// until the file's enabled value changes).
+	Enabled *bool
+	// NextFireAt is the first due time after At under the patched schedule.
+	// It becomes next_fire_at when the routine is (or becomes) enabled and
+	// the patch changes its schedule or timezone, enables it, or it has no
+	// next fire time. Zero = none.
+	NextFireAt time.Time
+	At         time.Time
+}
+
 // RoutineToggle is the input of SetRoutineEnabled.
 type RoutineToggle struct {
 	Enabled bool
@@ -165,19 +236,36 @@ type RoutineSettle struct {
 }
 
 // RoutineStore is the durable state of routines: definitions synced from
-// the config file, their scheduling state and history. Fires create their
+// the config file or made through the API, their scheduling state and history. Fires create their
 // runs exactly like Store.CreateRun (session, run, first events and a JobRun
 // job), in the same transaction as the history entry.
 type RoutineStore interface {
-	// SyncRoutines makes the stored routines match defs: new routines are
-	// created (enabled = def.Enabled), existing ones updated, and routines
-	// not in defs deleted (their history stays). A stored enabled value (a
-	// toggle through the API) is kept unless def.Enabled differs from the
-	// file value of the previous sync, in which case the file wins. The
-	// stored next fire time is kept unless the schedule or timezone changed
-	// or the routine became enabled, so due times missed while the gateway
-	// was down are still seen.
+	// SyncRoutines makes the stored config routines match defs: new
+	// routines are created (source config, enabled = def.Enabled), existing
+	// ones updated, and config routines not in defs deleted (their history
+	// stays). Routines with source api are left alone, unless defs has their
+	// id: then the file takes them over (source config, the file's
+	// definition and enabled value).
+	//
+	// A stored enabled value (a toggle through the API) is kept unless
+	// def.Enabled differs from the file value of the previous sync, in which
+	// case the file wins. Likewise the stored definition (edited through the
+	// API) is kept unless def.ConfigHash differs from the hash of the
+	// previous sync. The stored next fire time is kept unless the schedule
+	// or timezone changed or the routine became enabled, so due times missed
+	// while the gateway was down are still seen.
 	SyncRoutines(ctx context.Context, defs []RoutineDef, at time.Time) error
+	// CreateRoutine stores a new routine with source api (enabled =
+	// d.Enabled; next_fire_at = d.NextFireAt when enabled).
+	// ErrRoutineExists when the id is taken, whatever its source.
+	CreateRoutine(ctx context.Context, d RoutineDef, at time.Time) (Routine, error)
+	// UpdateRoutine applies p to routine id in one transaction and returns
+	// it. Enabling clears the failure count and reason; disabling clears
+	// next_fire_at and the reason. ErrNotFound when there is no such routine.
+	UpdateRoutine(ctx context.Context, id string, p RoutinePatch) (Routine, error)
+	// DeleteRoutine deletes routine id, whatever its source; its history
+	// stays. ErrNotFound when there is no such routine.
+	DeleteRoutine(ctx context.Context, id string) error
 	GetRoutine(ctx context.Context, id string) (Routine, error)
 	// ListRoutines pages through routines in id order.
 	ListRoutines(ctx context.Context, o ListOptions) (Page[Routine], error)

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -23,7 +25,8 @@ func newRoutines(ctx context.Context, cfg *config.Config, store interface {
 	core.RoutineStore
 	routine.RunReader
 }, clock core.Clock, log *slog.Logger) (*routine.Scheduler, error) {
-	rt, err := routine.New(routine.Config{Store: store, Runs: store, Clock: clock, Logger: log})
+	rt, err := routine.New(routine.Config{Store: store, Runs: store, Clock: clock, Logger: log,
+		Agents: slices.Sorted(maps.Keys(cfg.Agents))})
 	if err != nil {
 		return nil, err
 	}
@@ -38,6 +41,9 @@ func newRoutines(ctx context.Context, cfg *config.Config, store interface {
 
 const routinesHelp = `Usage:
   agentgate routines list
+  agentgate routines create --id ID --agent AGENT --schedule SPEC --input TEXT
+      [--timezone ZONE] [--deliver-to TARGET] [--missed skip|once] [--disabled]
+  agentgate routines delete ID                              routines created through the API or CLI only
   agentgate routines run ID [EXTRA INPUT...] [--as NAME]   fire now; EXTRA INPUT is added to its input
   agentgate routines enable ID
   agentgate routines disable ID
@@ -47,7 +53,7 @@ const routinesHelp = `Usage:
 func routinesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, routinesHelp)
-		return &usageError{"routines: say list, run ID, enable ID, disable ID or history ID"}
+		return &usageError{"routines: say list, create, run ID, enable ID, disable ID, delete ID or history ID"}
 	}
 	sub, rest := args[0], args[1:]
 	fs := flag.NewFlagSet("routines "+sub, flag.ContinueOnError)
@@ -56,6 +62,15 @@ func routinesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	c := clientFlags(fs)
 	as := fs.String("as", envOr("USER", "cli"), "run: who is triggering")
 	limit := fs.Int("limit", 20, "history: entries to show")
+	var spec core.RoutineSpec
+	newID := fs.String("id", "", "create: the routine's id")
+	optString(fs, &spec.Agent, "agent", "create: the agent that runs it")
+	optString(fs, &spec.Schedule, "schedule", `create: cron ("0 9 * * 1-5"), @daily, @every 30m…`)
+	optString(fs, &spec.Timezone, "timezone", "create: IANA zone of the schedule (default UTC)")
+	optString(fs, &spec.Input, "input", "create: what the agent is asked on every run")
+	optString(fs, &spec.DeliverTo, "deliver-to", "create: webhook:<url>, slack:<channel>, … or none (default)")
+	optString(fs, &spec.Missed, "missed", "create: skip (default) or once")
+	disabled := fs.Bool("disabled", false, "create: create it switched off")
 	if err := fs.Parse(reorder(rest)); err != nil {
 		return &usageError{err.Error()}
 	}
@@ -68,6 +83,37 @@ func routinesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	switch sub {
 	case "list":
 		return listRoutines(ctx, c, stdout)
+	case "create":
+		if fs.NArg() > 0 {
+			return &usageError{"routines create: give the routine with flags (--id, --agent, --schedule, --input, …), not arguments"}
+		}
+		if *disabled {
+			spec.Enabled = new(bool)
+		}
+		var r core.Routine
+		body := struct {
+			ID string `json:"id"`
+			core.RoutineSpec
+		}{*newID, spec}
+		if err := c.do(ctx, "POST", "/api/v1/routines", body, &r); err != nil {
+			return err
+		}
+		if r.Enabled {
+			fmt.Fprintf(stdout, "routine %s created; next run %s\n", r.ID, when(r.NextFireAt))
+		} else {
+			fmt.Fprintf(stdout, "routine %s created, disabled (agentgate routines enable %s)\n", r.ID, r.ID)
+		}
+		return nil
+	case "delete":
+		id, err := needID()
+		if err != nil {
+			return err
+		}
+		if err := c.do(ctx, "DELETE", "/api/v1/routines/"+id, nil, nil); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "routine %s deleted; its history stays\n", fs.Arg(0))
+		return nil
 	case "run":
 		id, err := needID()
 		if err != nil {
@@ -103,7 +149,15 @@ func routinesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return routineHistory(ctx, c, id, *limit, stdout)
 	}
 	fmt.Fprint(stderr, routinesHelp)
-	return &usageError{fmt.Sprintf("routines: unknown subcommand %q (list, run, enable, disable, history)", sub)}
+	return &usageError{fmt.Sprintf("routines: unknown subcommand %q (list, create, run, enable, disable, delete, history)", sub)}
+}
+
+// optString defines a string flag that sets *dst only when given.
+func optString(fs *flag.FlagSet, dst **string, name, usage string) {
+	fs.Func(name, usage, func(v string) error {
+		*dst = &v
+		return nil
+	})
 }
 
 // when formats an optional time in local time.
@@ -127,18 +181,18 @@ func listRoutines(ctx context.Context, c *client, stdout io.Writer) error {
 		}
 	}
 	if len(items) == 0 {
-		fmt.Fprintln(stdout, "no routines (add them under routines: in the config file)")
+		fmt.Fprintln(stdout, "no routines (add them under routines: in the config file, or with agentgate routines create)")
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tAGENT\tSCHEDULE\tTIMEZONE\tSTATUS\tNEXT RUN\tLAST RUN\tDELIVER TO")
+	fmt.Fprintln(tw, "ID\tAGENT\tSCHEDULE\tTIMEZONE\tSTATUS\tNEXT RUN\tLAST RUN\tDELIVER TO\tSOURCE")
 	for _, r := range items {
 		status := "enabled"
 		if !r.Enabled {
 			status = "disabled"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.AgentID, r.Schedule, r.Timezone, status,
-			when(r.NextFireAt), when(r.LastFireAt), r.DeliverTo)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.AgentID, r.Schedule, r.Timezone, status,
+			when(r.NextFireAt), when(r.LastFireAt), r.DeliverTo, r.Source)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

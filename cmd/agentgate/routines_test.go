@@ -130,6 +130,56 @@ func TestRoutinesCLI(t *testing.T) {
 	}
 }
 
+func TestRoutinesCLICreateDelete(t *testing.T) {
+	srv, db := routinesAPI(t)
+	out, err := cli(t, srv, "routines", "create", "--id", "cost-check", "--agent", "ops", "--schedule", "@every 2h",
+		"--input", "Check the costs.", "--timezone", "Europe/Berlin", "--deliver-to", "webhook:https://example.com/h",
+		"--missed", "once", "--disabled")
+	if err != nil || !strings.Contains(out, "routine cost-check created, disabled (agentgate routines enable cost-check)") {
+		t.Fatalf("create: %v\n%s", err, out)
+	}
+	r, err := db.GetRoutine(t.Context(), "cost-check")
+	if err != nil || r.Source != core.SourceAPI || r.Enabled || r.Schedule != "@every 2h" || r.Timezone != "Europe/Berlin" ||
+		r.Input != "Check the costs." || r.DeliverTo != "webhook:https://example.com/h" || r.Missed != core.MissedOnce || r.MaxFailures != 5 {
+		t.Fatalf("created routine = %+v, %v", r, err)
+	}
+	if out, err = cli(t, srv, "routines", "create", "--id", "ping", "--agent", "ops", "--schedule", "@hourly", "--input", "ping"); err != nil ||
+		!strings.Contains(out, "routine ping created; next run 20") {
+		t.Errorf("create enabled: %v\n%s", err, out)
+	}
+	if out, _ = cli(t, srv, "routines", "list"); !strings.Contains(out, "SOURCE") || !strings.Contains(out, "api") || !strings.Contains(out, "config") {
+		t.Errorf("list does not show the sources:\n%s", out)
+	}
+
+	var ae *apiError
+	_, err = cli(t, srv, "routines", "create", "--id", "heartbeat", "--agent", "ops", "--schedule", "@hourly", "--input", "x")
+	if !errors.As(err, &ae) || ae.Status != 409 || !strings.Contains(err.Error(), "defined in the config file") {
+		t.Errorf("create of a config routine's id: %v, want a 409 saying to edit the file", err)
+	}
+	_, err = cli(t, srv, "routines", "create", "--id", "bad", "--agent", "nope", "--schedule", "@hourly")
+	if !errors.As(err, &ae) || ae.Status != 400 || !strings.Contains(err.Error(), `agent: unknown agent "nope" (defined agents: ops)`) ||
+		!strings.Contains(err.Error(), "input: required") {
+		t.Errorf("create with problems: %v, want a 400 naming the fields", err)
+	}
+	_, err = cli(t, srv, "routines", "delete", "heartbeat")
+	if !errors.As(err, &ae) || ae.Status != 409 || !strings.Contains(err.Error(), "remove heartbeat from the file") {
+		t.Errorf("delete of a config routine: %v, want a 409", err)
+	}
+
+	if out, err = cli(t, srv, "routines", "delete", "cost-check"); err != nil || !strings.Contains(out, "routine cost-check deleted") {
+		t.Errorf("delete: %v\n%s", err, out)
+	}
+	if _, err := db.GetRoutine(t.Context(), "cost-check"); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("routine after delete: %v, want ErrNotFound", err)
+	}
+	var ue *usageError
+	for _, args := range [][]string{{"routines", "create", "x"}, {"routines", "delete"}} {
+		if _, err := cli(t, srv, args...); !errors.As(err, &ue) {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+}
+
 func TestRoutinesCLIErrors(t *testing.T) {
 	srv, _ := routinesAPI(t)
 	var ae *apiError

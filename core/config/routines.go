@@ -1,14 +1,12 @@
 package config
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/core/routine"
 )
 
 // Routine is a standing agent job: runs fired by a schedule (and on demand).
+// Its fields are routine.Spec's, in the same order (it converts to one).
 type Routine struct {
 	// Agent runs the routine; it must be defined under agents.
 	Agent string `yaml:"agent"`
@@ -37,27 +35,7 @@ type Routine struct {
 func (r Routine) IsEnabled() bool { return r.Enabled == nil || *r.Enabled }
 
 // Def returns the routine as the store syncs it, with defaults filled in.
-func (r Routine) Def(id string) core.RoutineDef {
-	d := core.RoutineDef{ID: id, AgentID: r.Agent, Schedule: strings.TrimSpace(r.Schedule), Timezone: r.Timezone,
-		Input: r.Input, DeliverTo: strings.TrimSpace(r.DeliverTo), Enabled: r.IsEnabled(),
-		Missed: core.MissedPolicy(r.Missed), MaxFailures: r.MaxFailures}
-	if d.Timezone == "" {
-		d.Timezone = "UTC"
-	}
-	if d.DeliverTo == "" {
-		d.DeliverTo = routine.TargetNone
-	}
-	if d.Missed == "" {
-		d.Missed = core.MissedSkip
-	}
-	switch {
-	case d.MaxFailures == 0:
-		d.MaxFailures = 5
-	case d.MaxFailures < 0:
-		d.MaxFailures = 0 // never
-	}
-	return d
-}
+func (r Routine) Def(id string) core.RoutineDef { return routine.Spec(r).Def(id) }
 
 // RoutineDefs returns every routine as the store syncs it, sorted by id.
 func (c *Config) RoutineDefs() []core.RoutineDef {
@@ -69,45 +47,18 @@ func (c *Config) RoutineDefs() []core.RoutineDef {
 }
 
 // validateRoutines returns the problems of the routines section, each
-// prefixed with its field path.
+// prefixed with its field path. The API checks routines it creates or edits
+// with the same routine.Spec.Problems, so the messages match.
 func (c *Config) validateRoutines() []string {
 	var p []string
-	add := func(path, format string, args ...any) {
-		p = append(p, path+": "+fmt.Sprintf(format, args...))
-	}
+	agents := sortedKeys(c.Agents)
 	for _, id := range sortedKeys(c.Routines) {
-		r := c.Routines[id]
-		path := "routines." + id
-		if !idPattern.MatchString(id) {
-			add(path, "routine names use lowercase letters, digits, _ and - (at most 64)")
-		}
-		switch _, ok := c.Agents[r.Agent]; {
-		case r.Agent == "":
-			add(path+".agent", "required: the agent that runs it (defined agents: %s)", strings.Join(sortedKeys(c.Agents), ", "))
-		case !ok:
-			add(path+".agent", "unknown agent %q (defined agents: %s)", r.Agent, strings.Join(sortedKeys(c.Agents), ", "))
-		}
-		if strings.TrimSpace(r.Schedule) == "" {
-			add(path+".schedule", `required: a cron expression like "0 9 * * 1-5", @daily or @every 30m`)
-		} else if _, err := routine.ParseSchedule(r.Schedule, "UTC"); err != nil {
-			add(path+".schedule", "%v", strings.TrimPrefix(err.Error(), "schedule "))
-		}
-		if r.Timezone != "" {
-			if _, err := routine.ParseSchedule("@daily", r.Timezone); err != nil {
-				add(path+".timezone", "unknown IANA zone %q (e.g. UTC, Europe/Berlin, America/New_York)", r.Timezone)
+		for _, pr := range routine.Spec(c.Routines[id]).Problems(id, agents) {
+			path := "routines." + id
+			if pr.Field != "" {
+				path += "." + pr.Field
 			}
-		}
-		if strings.TrimSpace(r.Input) == "" {
-			add(path+".input", "required: what the agent is asked on every run")
-		}
-		if _, err := routine.ParseTarget(r.DeliverTo); err != nil {
-			add(path+".deliver_to", "%v", err)
-		}
-		if r.Missed != "" && !core.MissedPolicy(r.Missed).Valid() {
-			add(path+".missed", "must be skip or once, got %q", r.Missed)
-		}
-		if r.MaxFailures < -1 {
-			add(path+".max_failures", "must be -1 (never disable), 0 (default 5) or more")
+			p = append(p, path+": "+pr.Msg)
 		}
 	}
 	return p

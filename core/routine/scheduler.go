@@ -38,6 +38,9 @@ type Config struct {
 	// DeliveryAttempts is how many times a result delivery is tried (with
 	// the queue's backoff) before it is dead-lettered. Default 12.
 	DeliveryAttempts int
+	// Agents are the defined agents, which routines created or edited
+	// through Create and Update must name. Default nil: not checked.
+	Agents []string
 }
 
 // Scheduler fires due routines, triggers them on demand and handles their
@@ -70,6 +73,9 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	if cfg.DeliveryAttempts <= 0 {
 		cfg.DeliveryAttempts = 12
+	}
+	if cfg.Agents != nil {
+		cfg.Agents = slices.Sorted(slices.Values(cfg.Agents))
 	}
 	return &Scheduler{cfg: cfg, log: cfg.Logger}, nil
 }
@@ -285,4 +291,118 @@ func (s *Scheduler) History(ctx context.Context, id string, o core.ListOptions) 
 		return core.Page[core.RoutineEntry]{}, err
 	}
 	return s.cfg.Store.RoutineHistory(ctx, id, o)
+}
+
+// check returns s's problems as a *core.InputError naming each field, nil
+// when routine id defined by s is fine.
+func (s *Scheduler) check(id string, spec Spec) error {
+	probs := spec.Problems(id, s.cfg.Agents)
+	if len(probs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(probs))
+	for i, p := range probs {
+		if p.Field == "" {
+			p.Field = "id"
+		}
+		msgs[i] = p.String()
+	}
+	return &core.InputError{Msg: strings.Join(msgs, "; ")}
+}
+
+// Create stores routine id defined by in (nil fields take the config
+// file's defaults) with source api. Problems with in are a
+// *core.InputError naming the fields as the config file does; an id that is
+// taken is core.ErrRoutineExists.
+func (s *Scheduler) Create(ctx context.Context, id string, in core.RoutineSpec) (core.Routine, error) {
+	spec := Spec{}.with(in)
+	if err := s.check(id, spec); err != nil {
+		return core.Routine{}, err
+	}
+	d := spec.Def(id)
+	sched, err := ParseSchedule(d.Schedule, d.Timezone)
+	if err != nil {
+		return core.Routine{}, &core.InputError{Msg: err.Error()}
+	}
+	now := s.cfg.Clock.Now().UTC()
+	d.NextFireAt = sched.Next(now)
+	r, err := s.cfg.Store.CreateRoutine(ctx, d, now)
+	if errors.Is(err, core.ErrRoutineExists) {
+		if cur, gerr := s.cfg.Store.GetRoutine(ctx, id); gerr == nil && cur.Source == core.SourceConfig {
+			return core.Routine{}, fmt.Errorf("%w: %s is defined in the config file; edit it there, or change it with PATCH /api/v1/routines/%s", err, id, id)
+		}
+		return core.Routine{}, fmt.Errorf("%w: pick another id, or change %s with PATCH /api/v1/routines/%s", err, id, id)
+	}
+	if err != nil {
+		return core.Routine{}, err
+	}
+	s.log.Info("routine created", "routine", id, "agent", d.AgentID, "schedule", d.Schedule, "enabled", d.Enabled)
+	return r, nil
+}
+
+// Update changes the fields of routine id set in in and returns it. A new
+// schedule or timezone takes the first due time after now under it;
+// enabled works as Enable and Disable do. Problems are a *core.InputError,
+// as for Create. Edits of a config routine last until the file's
+// definition of it changes.
+func (s *Scheduler) Update(ctx context.Context, id string, in core.RoutineSpec) (core.Routine, error) {
+	cur, err := s.cfg.Store.GetRoutine(ctx, id)
+	if err != nil {
+		return core.Routine{}, err
+	}
+	spec := specOf(cur).with(in)
+	if err := s.check(id, spec); err != nil {
+		return core.Routine{}, err
+	}
+	d := spec.Def(id)
+	sched, err := ParseSchedule(d.Schedule, d.Timezone)
+	if err != nil {
+		return core.Routine{}, &core.InputError{Msg: err.Error()}
+	}
+	now := s.cfg.Clock.Now().UTC()
+	p := core.RoutinePatch{Enabled: in.Enabled, NextFireAt: sched.Next(now), At: now}
+	if in.Agent != nil {
+		p.AgentID = &d.AgentID
+	}
+	if in.Schedule != nil {
+		p.Schedule = &d.Schedule
+	}
+	if in.Timezone != nil {
+		p.Timezone = &d.Timezone
+	}
+	if in.Input != nil {
+		p.Input = &d.Input
+	}
+	if in.DeliverTo != nil {
+		p.DeliverTo = &d.DeliverTo
+	}
+	if in.Missed != nil {
+		p.Missed = &d.Missed
+	}
+	if in.MaxFailures != nil {
+		p.MaxFailures = &d.MaxFailures
+	}
+	r, err := s.cfg.Store.UpdateRoutine(ctx, id, p)
+	if err != nil {
+		return core.Routine{}, err
+	}
+	s.log.Info("routine updated", "routine", id, "enabled", r.Enabled)
+	return r, nil
+}
+
+// Delete deletes routine id; its runs and history stay. A routine the
+// config file defines is core.ErrConfigRoutine: remove it from the file.
+func (s *Scheduler) Delete(ctx context.Context, id string) error {
+	cur, err := s.cfg.Store.GetRoutine(ctx, id)
+	if err != nil {
+		return err
+	}
+	if cur.Source == core.SourceConfig {
+		return fmt.Errorf("%w: remove %s from the file (deleted here it would come back at the next start), or disable it", core.ErrConfigRoutine, id)
+	}
+	if err := s.cfg.Store.DeleteRoutine(ctx, id); err != nil {
+		return err
+	}
+	s.log.Info("routine deleted", "routine", id)
+	return nil
 }

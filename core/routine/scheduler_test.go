@@ -657,3 +657,54 @@ func TestWebhookReceivesEachOutputOnce(t *testing.T) {
 		}
 	}
 }
+
+func str(s string) *string { return &s }
+
+// A routine created through the API fires on its schedule, survives
+// restarts with the file's routines synced, and its edits reschedule it.
+func TestCreateUpdateDeleteRoutine(t *testing.T) {
+	ctx := t.Context()
+	e := newEnv(t, utc("2026-01-09 10:00:00"))
+	e.sync(def("file", "@hourly"))
+	r, err := e.s.Create(ctx, "mine", core.RoutineSpec{Agent: str("ops"), Schedule: str("@every 30m"), Input: str("check")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Source != core.SourceAPI || r.NextFireAt == nil || !r.NextFireAt.Equal(utc("2026-01-09 10:30:00")) {
+		t.Fatalf("created = %+v, want source api, next fire at 10:30", r)
+	}
+	e.restart()
+	e.sync(def("file", "@hourly"))
+	e.clock.Advance(30 * time.Minute)
+	if n := e.tick(); n != 1 {
+		t.Fatalf("ticks at 10:30 fired %d runs, want the API routine's 1", n)
+	}
+	// A schedule in a timezone: the next due time follows it.
+	r, err = e.s.Update(ctx, "mine", core.RoutineSpec{Schedule: str("0 9 * * *"), Timezone: str("Europe/Berlin")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.NextFireAt.Equal(utc("2026-01-10 08:00:00")) {
+		t.Errorf("next fire after the edit = %v, want 09:00 Berlin the next day", r.NextFireAt)
+	}
+	if _, err := e.s.Update(ctx, "mine", core.RoutineSpec{Timezone: str("Mars/Olympus")}); err == nil ||
+		err.Error() != `timezone: unknown IANA zone "Mars/Olympus" (e.g. UTC, Europe/Berlin, America/New_York)` {
+		t.Errorf("bad timezone: %v", err)
+	}
+	if _, err := e.s.Create(ctx, "file", core.RoutineSpec{Agent: str("ops"), Schedule: str("@daily"), Input: str("x")}); !errors.Is(err, core.ErrRoutineExists) ||
+		!strings.Contains(err.Error(), "defined in the config file") {
+		t.Errorf("create of a config routine's id: %v", err)
+	}
+	if err := e.s.Delete(ctx, "file"); !errors.Is(err, core.ErrConfigRoutine) {
+		t.Errorf("delete of a config routine: %v, want ErrConfigRoutine", err)
+	}
+	if err := e.s.Delete(ctx, "mine"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Get(ctx, "mine"); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("get after delete: %v", err)
+	}
+	if h, err := e.db.RoutineHistory(ctx, "mine", core.ListOptions{}); err != nil || len(h.Items) != 1 {
+		t.Errorf("history after delete = %+v, %v; want the fired run kept", h.Items, err)
+	}
+}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/agentgate/agentgate/core"
@@ -16,12 +17,24 @@ type Routines interface {
 	Trigger(ctx context.Context, id, extra, userID string) (core.Run, error)
 	Enable(ctx context.Context, id string) (core.Routine, error)
 	Disable(ctx context.Context, id string) (core.Routine, error)
+	// Create stores a routine with source api: *core.InputError when the
+	// definition is wrong, core.ErrRoutineExists when the id is taken.
+	Create(ctx context.Context, id string, spec core.RoutineSpec) (core.Routine, error)
+	// Update changes the fields set in spec: *core.InputError when the
+	// result is wrong.
+	Update(ctx context.Context, id string, spec core.RoutineSpec) (core.Routine, error)
+	// Delete deletes a routine made through the API (its history stays):
+	// core.ErrConfigRoutine for one the config file defines.
+	Delete(ctx context.Context, id string) error
 }
 
 // routineRoutes registers the routine routes on mux.
 func (s *server) routineRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/routines", s.listRoutines)
+	mux.HandleFunc("POST /api/v1/routines", s.createRoutine)
 	mux.HandleFunc("GET /api/v1/routines/{id}", s.getRoutine)
+	mux.HandleFunc("PATCH /api/v1/routines/{id}", s.updateRoutine)
+	mux.HandleFunc("DELETE /api/v1/routines/{id}", s.deleteRoutine)
 	mux.HandleFunc("GET /api/v1/routines/{id}/runs", s.routineHistory)
 	mux.HandleFunc("POST /api/v1/routines/{id}/trigger", s.triggerRoutine)
 	mux.HandleFunc("POST /api/v1/routines/{id}/enable", s.toggleRoutine(true))
@@ -96,4 +109,58 @@ func (s *server) toggleRoutine(enable bool) http.HandlerFunc {
 		}
 		writeJSON(w, http.StatusOK, rt)
 	}
+}
+
+// failRoutine writes err, with the routine conflicts as 409.
+func (s *server) failRoutine(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, core.ErrRoutineExists):
+		writeError(w, http.StatusConflict, "routine_exists", err.Error())
+	case errors.Is(err, core.ErrConfigRoutine):
+		writeError(w, http.StatusConflict, "routine_in_config", err.Error())
+	default:
+		s.fail(w, err)
+	}
+}
+
+// createRoutineRequest is a routine's id and its fields, named as in the
+// config file.
+type createRoutineRequest struct {
+	ID string `json:"id"`
+	core.RoutineSpec
+}
+
+func (s *server) createRoutine(w http.ResponseWriter, r *http.Request) {
+	var req createRoutineRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	rt, err := s.cfg.Routines.Create(r.Context(), req.ID, req.RoutineSpec)
+	if err != nil {
+		s.failRoutine(w, err)
+		return
+	}
+	w.Header().Set("Location", "/api/v1/routines/"+rt.ID)
+	writeJSON(w, http.StatusCreated, rt)
+}
+
+func (s *server) updateRoutine(w http.ResponseWriter, r *http.Request) {
+	var req core.RoutineSpec
+	if !decode(w, r, &req) {
+		return
+	}
+	rt, err := s.cfg.Routines.Update(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		s.failRoutine(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rt)
+}
+
+func (s *server) deleteRoutine(w http.ResponseWriter, r *http.Request) {
+	if err := s.cfg.Routines.Delete(r.Context(), r.PathValue("id")); err != nil {
+		s.failRoutine(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

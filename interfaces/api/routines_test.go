@@ -36,7 +36,7 @@ func startRoutineAPI(t *testing.T, path string) (*env, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := routine.New(routine.Config{Store: db, Runs: db, Logger: log})
+	rt, err := routine.New(routine.Config{Store: db, Runs: db, Logger: log, Agents: []string{"demo"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,6 +182,93 @@ func TestRoutineToggleSurvivesRestart(t *testing.T) {
 	e, _ = startRoutineAPI(t, path) // the same file is synced again at start
 	if code := e.call("GET", "/api/v1/routines/daily-digest", "", &r); code != 200 || !r.Enabled || r.ConfigEnabled {
 		t.Fatalf("after a restart: %d enabled=%t config_enabled=%t; want the API's enable kept", code, r.Enabled, r.ConfigEnabled)
+	}
+}
+
+func TestRoutineCreateEditDelete(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db.sqlite")
+	e, stop := startRoutineAPI(t, path)
+	start := time.Now()
+
+	var r core.Routine
+	code := e.call("POST", "/api/v1/routines", `{"id":"nightly","agent":"demo","schedule":"@every 1h","input":"Check costs.","missed":"once"}`, &r)
+	if code != 201 || r.ID != "nightly" || r.Source != core.SourceAPI || !r.Enabled || r.Timezone != "UTC" ||
+		r.DeliverTo != "none" || r.Missed != core.MissedOnce || r.MaxFailures != 5 || r.NextFireAt == nil ||
+		r.NextFireAt.Sub(start) < 59*time.Minute || r.NextFireAt.Sub(start) > 61*time.Minute {
+		t.Fatalf("create: %d %+v, want the routine with the file's defaults, next fire in 1h", code, r)
+	}
+	if code := e.call("GET", "/api/v1/routines/heartbeat", "", &r); code != 200 || r.Source != core.SourceConfig {
+		t.Errorf("config routine: %d source %q, want config", code, r.Source)
+	}
+
+	// PATCH: a new schedule takes a new due time; enabled toggles.
+	code = e.call("PATCH", "/api/v1/routines/nightly", `{"schedule":"@every 3h","input":"Check costs and quotas."}`, &r)
+	if code != 200 || r.Schedule != "@every 3h" || r.Input != "Check costs and quotas." || r.Missed != core.MissedOnce ||
+		r.NextFireAt == nil || r.NextFireAt.Sub(start) < 179*time.Minute {
+		t.Fatalf("patch schedule: %d %+v", code, r)
+	}
+	if code := e.call("PATCH", "/api/v1/routines/nightly", `{"enabled":false}`, &r); code != 200 || r.Enabled || r.NextFireAt != nil {
+		t.Errorf("patch enabled=false: %d %+v", code, r)
+	}
+	// A config routine edited through the API keeps the edit across a
+	// restart while the file's definition of it does not change.
+	if code := e.call("PATCH", "/api/v1/routines/heartbeat", `{"input":"Still there?","max_failures":-1}`, &r); code != 200 ||
+		r.Input != "Still there?" || r.MaxFailures != 0 || r.Source != core.SourceConfig {
+		t.Errorf("patch a config routine: %d %+v", code, r)
+	}
+	stop()
+	e, _ = startRoutineAPI(t, path)
+	if code := e.call("GET", "/api/v1/routines/nightly", "", &r); code != 200 || r.Source != core.SourceAPI || r.Enabled || r.Schedule != "@every 3h" {
+		t.Errorf("API routine after a restart: %d %+v, want it kept as edited", code, r)
+	}
+	if code := e.call("GET", "/api/v1/routines/heartbeat", "", &r); code != 200 || r.Input != "Still there?" {
+		t.Errorf("edited config routine after a restart with the same file: %d input %q, want the edit kept", code, r.Input)
+	}
+
+	for _, c := range []struct {
+		method, path, body string
+		code               int
+		errCode            string
+		want               []string
+	}{
+		{"POST", "/api/v1/routines", `{"id":"nightly","agent":"demo","schedule":"@daily","input":"x"}`, 409, "routine_exists",
+			[]string{"PATCH /api/v1/routines/nightly"}},
+		{"POST", "/api/v1/routines", `{"id":"heartbeat","agent":"demo","schedule":"@daily","input":"x"}`, 409, "routine_exists",
+			[]string{"defined in the config file", "PATCH /api/v1/routines/heartbeat"}},
+		{"POST", "/api/v1/routines", `{"id":"Bad","agent":"x","schedule":"61 * * * *","deliver_to":"email:a","missed":"all","max_failures":-2}`, 400, "bad_request",
+			[]string{"id: routine names use lowercase", `agent: unknown agent "x" (defined agents: demo)`, `schedule: "61 * * * *": `,
+				"input: required", "deliver_to: must be slack:<channel>", `missed: must be skip or once, got "all"`, "max_failures: must be -1"}},
+		{"POST", "/api/v1/routines", `{"id":"x","agent":"demo","schedule":"@daily","input":"x","timezone":"Mars/Olympus","deliver_to":"webhook:/hook"}`, 400, "bad_request",
+			[]string{`timezone: unknown IANA zone "Mars/Olympus"`, "deliver_to: webhook: must be an absolute http(s) URL"}},
+		{"POST", "/api/v1/routines", `{"id":"x","agent":"demo","cron":"@daily"}`, 400, "bad_request", []string{"unknown field"}},
+		{"PATCH", "/api/v1/routines/nightly", `{"schedule":"@every 10ms"}`, 400, "bad_request",
+			[]string{`schedule: "@every 10ms": @every needs a duration of at least 1s`}},
+		{"PATCH", "/api/v1/routines/nightly", `{"agent":"nope"}`, 400, "bad_request", []string{`agent: unknown agent "nope"`}},
+		{"PATCH", "/api/v1/routines/nope", `{"input":"x"}`, 404, "not_found", nil},
+		{"DELETE", "/api/v1/routines/heartbeat", "", 409, "routine_in_config", []string{"remove heartbeat from the file"}},
+		{"DELETE", "/api/v1/routines/nope", "", 404, "not_found", nil},
+	} {
+		var er errResp
+		code := e.call(c.method, c.path, c.body, &er)
+		if code != c.code || er.Error.Code != c.errCode || er.Error.Message == "" {
+			t.Errorf("%s %s %s: %d %+v, want %d %s", c.method, c.path, c.body, code, er, c.code, c.errCode)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(er.Error.Message, w) {
+				t.Errorf("%s %s %s: message %q lacks %q", c.method, c.path, c.body, er.Error.Message, w)
+			}
+		}
+	}
+	if code := e.call("GET", "/api/v1/routines/nightly", "", &r); code != 200 || r.Schedule != "@every 3h" {
+		t.Errorf("a refused patch changed the routine: %+v", r)
+	}
+
+	if code := e.call("DELETE", "/api/v1/routines/nightly", "", nil); code != 204 {
+		t.Fatalf("delete: %d", code)
+	}
+	var er errResp
+	if code := e.call("GET", "/api/v1/routines/nightly", "", &er); code != 404 {
+		t.Errorf("get after delete: %d", code)
 	}
 }
 

@@ -26,7 +26,7 @@ var _ core.RoutineStore = (*DB)(nil)
 
 const (
 	routineCols = `id, agent_id, schedule, timezone, input, deliver_to, enabled, config_enabled, missed,
-		max_failures, next_fire_at, last_fire_at, consecutive_failures, disabled_reason, created_at, updated_at`
+		max_failures, next_fire_at, last_fire_at, consecutive_failures, disabled_reason, created_at, updated_at, source`
 	// entryCols select a history entry with its run's status; the query
 	// names routine_history h and LEFT JOINs runs r.
 	entryCols = `h.routine_id, h.kind, h.due_at, h.fired_at, h.run_id, COALESCE(r.status, ''),
@@ -36,14 +36,15 @@ const (
 
 func scanRoutine(s scanner, extra ...any) (core.Routine, error) {
 	var x core.Routine
-	var missed string
+	var missed, source string
 	dest := append(extra, &x.ID, &x.AgentID, &x.Schedule, &x.Timezone, &x.Input, &x.DeliverTo, &x.Enabled,
 		&x.ConfigEnabled, &missed, &x.MaxFailures, &x.NextFireAt, &x.LastFireAt, &x.ConsecutiveFailures,
-		&x.DisabledReason, &x.CreatedAt, &x.UpdatedAt)
+		&x.DisabledReason, &x.CreatedAt, &x.UpdatedAt, &source)
 	if err := s.Scan(dest...); err != nil {
 		return core.Routine{}, err
 	}
 	x.Missed = core.MissedPolicy(missed)
+	x.Source = core.RoutineSource(source)
 	x.NextFireAt = utcPtr(x.NextFireAt)
 	x.LastFireAt = utcPtr(x.LastFireAt)
 	x.CreatedAt = utc(x.CreatedAt)
@@ -89,8 +90,8 @@ func timeOrNull(t time.Time) *time.Time {
 }
 
 // SyncRoutines implements core.RoutineStore. Syncs of one schema (replicas
-// starting together) serialize on an advisory lock, so they never both
-// insert a routine nor lock routines in different orders.
+// starting together) and CreateRoutine serialize on an advisory lock, so they
+// never both insert a routine nor lock routines in different orders.
 func (db *DB) SyncRoutines(ctx context.Context, defs []core.RoutineDef, at time.Time) error {
 	if at.IsZero() {
 		at = db.opts.Clock.Now()
@@ -106,7 +107,7 @@ func (db *DB) SyncRoutines(ctx context.Context, defs []core.RoutineDef, at time.
 			}
 			keep = append(keep, d.ID)
 		}
-		_, err := tx.Exec(ctx, `DELETE FROM routines WHERE id <> ALL($1)`, keep)
+		_, err := tx.Exec(ctx, `DELETE FROM routines WHERE source = 'config' AND id <> ALL($1)`, keep)
 		return err
 	})
 	if err != nil {
@@ -119,43 +120,176 @@ func syncRoutineTx(ctx context.Context, tx *txn, d core.RoutineDef, at time.Time
 	if d.ID == "" || d.AgentID == "" {
 		return errors.New("id and agent id are required")
 	}
+	hash := d.ConfigHash()
 	cur, err := getRoutine(ctx, tx, d.ID, true)
 	if errors.Is(err, core.ErrNotFound) {
 		var next *time.Time
 		if d.Enabled {
 			next = timeOrNull(d.NextFireAt)
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO routines (`+routineCols+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, NULL, 0, '', $11, $11)`,
+		_, err := tx.Exec(ctx, `INSERT INTO routines (`+routineCols+`, config_hash)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, NULL, 0, '', $11, $11, 'config', $12)`,
 			d.ID, d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, d.Enabled, string(d.Missed),
-			d.MaxFailures, next, at)
+			d.MaxFailures, next, at, hash)
 		return err
 	}
 	if err != nil {
 		return err
 	}
-	enabled, failures, reason := cur.Enabled, cur.ConsecutiveFailures, cur.DisabledReason
-	becameEnabled := false
-	if d.Enabled != cur.ConfigEnabled { // the file's value changed: it wins
-		becameEnabled = d.Enabled && !cur.Enabled
-		enabled, reason = d.Enabled, ""
-		if becameEnabled {
-			failures = 0
-		}
+	var curHash string
+	if err := tx.QueryRow(ctx, `SELECT config_hash FROM routines WHERE id = $1`, d.ID).Scan(&curHash); err != nil {
+		return err
 	}
-	next := cur.NextFireAt
-	switch {
-	case !enabled:
-		next = nil
-	case becameEnabled, d.Schedule != cur.Schedule, d.Timezone != cur.Timezone, next == nil:
-		next = timeOrNull(d.NextFireAt)
-	}
+	u := resync(cur, curHash, d)
 	_, err = tx.Exec(ctx, `UPDATE routines SET agent_id = $1, schedule = $2, timezone = $3, input = $4,
 		deliver_to = $5, enabled = $6, config_enabled = $7, missed = $8, max_failures = $9, next_fire_at = $10,
-		consecutive_failures = $11, disabled_reason = $12, updated_at = $13 WHERE id = $14`,
-		d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, enabled, d.Enabled, string(d.Missed), d.MaxFailures,
-		next, failures, reason, at, d.ID)
+		consecutive_failures = $11, disabled_reason = $12, updated_at = $13, source = 'config', config_hash = $14
+		WHERE id = $15`,
+		u.def.AgentID, u.def.Schedule, u.def.Timezone, u.def.Input, u.def.DeliverTo, u.enabled, d.Enabled,
+		string(u.def.Missed), u.def.MaxFailures, u.next, u.failures, u.reason, at, hash, d.ID)
 	return err
+}
+
+// resynced is a stored routine after a sync with its file definition, or
+// after a patch.
+type resynced struct {
+	def      core.RoutineDef // the definition fields to store
+	enabled  bool
+	failures int
+	reason   string
+	next     *time.Time
+}
+
+// resync applies file definition d to stored routine cur, whose file
+// definition had hash curHash at the last sync (see
+// core.RoutineStore.SyncRoutines); as in store/sqlite.
+func resync(cur core.Routine, curHash string, d core.RoutineDef) resynced {
+	takeover := cur.Source != core.SourceConfig // an API routine the file now defines
+	u := resynced{enabled: cur.Enabled, failures: cur.ConsecutiveFailures, reason: cur.DisabledReason,
+		next: cur.NextFireAt, def: core.RoutineDef{AgentID: cur.AgentID, Schedule: cur.Schedule,
+			Timezone: cur.Timezone, Input: cur.Input, DeliverTo: cur.DeliverTo, Missed: cur.Missed,
+			MaxFailures: cur.MaxFailures}}
+	if takeover || d.ConfigHash() != curHash { // the file's definition changed: it wins
+		u.def = d
+	}
+	becameEnabled := false
+	if takeover || d.Enabled != cur.ConfigEnabled { // the file's value changed: it wins
+		becameEnabled = d.Enabled && !cur.Enabled
+		u.enabled, u.reason = d.Enabled, ""
+		if becameEnabled {
+			u.failures = 0
+		}
+	}
+	switch {
+	case !u.enabled:
+		u.next = nil
+	case becameEnabled, u.def.Schedule != cur.Schedule, u.def.Timezone != cur.Timezone, u.next == nil:
+		u.next = timeOrNull(d.NextFireAt)
+	}
+	return u
+}
+
+// CreateRoutine implements core.RoutineStore. It takes the sync lock, so a
+// create racing a sync (or another create) of the same id inserts once and
+// the other sees the row.
+func (db *DB) CreateRoutine(ctx context.Context, d core.RoutineDef, at time.Time) (core.Routine, error) {
+	if d.ID == "" || d.AgentID == "" {
+		return core.Routine{}, errors.New("create routine: id and agent id are required")
+	}
+	if at.IsZero() {
+		at = db.opts.Clock.Now()
+	}
+	var out core.Routine
+	err := db.tx(ctx, func(tx *txn) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, $2)`, lockClassRoutineSync, keyHash(db.opts.Schema)); err != nil {
+			return fmt.Errorf("take routine sync lock: %w", err)
+		}
+		var next *time.Time
+		if d.Enabled {
+			next = timeOrNull(d.NextFireAt)
+		}
+		var err error
+		out, err = scanRoutine(tx.QueryRow(ctx, `INSERT INTO routines (`+routineCols+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, NULL, 0, '', $11, $11, 'api')
+			ON CONFLICT (id) DO NOTHING RETURNING `+routineCols,
+			d.ID, d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, d.Enabled, string(d.Missed),
+			d.MaxFailures, next, at))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return core.ErrRoutineExists
+		}
+		return err
+	})
+	if err != nil {
+		return core.Routine{}, fmt.Errorf("create routine %s: %w", d.ID, err)
+	}
+	return out, nil
+}
+
+// UpdateRoutine implements core.RoutineStore. It locks the routine's row
+// first, as a fire does.
+func (db *DB) UpdateRoutine(ctx context.Context, id string, p core.RoutinePatch) (core.Routine, error) {
+	if p.At.IsZero() {
+		p.At = db.opts.Clock.Now()
+	}
+	var out core.Routine
+	err := db.tx(ctx, func(tx *txn) error {
+		cur, err := getRoutine(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		u := patched(cur, p)
+		var missed *string
+		if p.Missed != nil {
+			m := string(*p.Missed)
+			missed = &m
+		}
+		out, err = scanRoutine(tx.QueryRow(ctx, `UPDATE routines SET agent_id = COALESCE($1, agent_id),
+			schedule = COALESCE($2, schedule), timezone = COALESCE($3, timezone), input = COALESCE($4, input),
+			deliver_to = COALESCE($5, deliver_to), missed = COALESCE($6, missed),
+			max_failures = COALESCE($7, max_failures), enabled = $8, next_fire_at = $9, consecutive_failures = $10,
+			disabled_reason = $11, updated_at = $12 WHERE id = $13 RETURNING `+routineCols,
+			p.AgentID, p.Schedule, p.Timezone, p.Input, p.DeliverTo, missed, p.MaxFailures,
+			u.enabled, u.next, u.failures, u.reason, p.At, id))
+		return err
+	})
+	if err != nil {
+		return core.Routine{}, fmt.Errorf("update routine %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// patched returns the scheduling state of stored routine cur after patch p
+// (see core.RoutineStore.UpdateRoutine); as in store/sqlite.
+func patched(cur core.Routine, p core.RoutinePatch) resynced {
+	u := resynced{enabled: cur.Enabled, failures: cur.ConsecutiveFailures, reason: cur.DisabledReason, next: cur.NextFireAt}
+	becameEnabled := false
+	if p.Enabled != nil && *p.Enabled != cur.Enabled {
+		becameEnabled = *p.Enabled
+		u.enabled, u.reason = *p.Enabled, ""
+		if becameEnabled {
+			u.failures = 0
+		}
+	}
+	changed := func(v *string, was string) bool { return v != nil && *v != was }
+	switch {
+	case !u.enabled:
+		u.next = nil
+	case becameEnabled, changed(p.Schedule, cur.Schedule), changed(p.Timezone, cur.Timezone), u.next == nil:
+		u.next = timeOrNull(p.NextFireAt)
+	}
+	return u
+}
+
+// DeleteRoutine implements core.RoutineStore.
+func (db *DB) DeleteRoutine(ctx context.Context, id string) error {
+	tag, err := db.pool.Exec(ctx, `DELETE FROM routines WHERE id = $1`, id)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = core.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("delete routine %s: %w", id, err)
+	}
+	return nil
 }
 
 // GetRoutine implements core.RoutineStore.

@@ -41,6 +41,12 @@ func Run(t *testing.T, newStore func(t *testing.T) Harness) {
 		{"SyncEnabledPrecedence", testSyncEnabledPrecedence},
 		{"SyncKeepsNextFireAt", testSyncKeepsNextFireAt},
 		{"SyncDeletesRemoved", testSyncDeletesRemoved},
+		{"Create", testCreate},
+		{"CreateConcurrent", testCreateConcurrent},
+		{"SyncLeavesAPIRoutines", testSyncLeavesAPIRoutines},
+		{"SyncKeepsAPIEdits", testSyncKeepsAPIEdits},
+		{"Update", testUpdate},
+		{"Delete", testDelete},
 		{"List", testList},
 		{"DueRoutines", testDueRoutines},
 		{"Fire", testFire},
@@ -664,4 +670,214 @@ func testFinishRunEnqueuesJobs(t *testing.T, h Harness) {
 	if got := drainJobs(t, h); len(got) != 0 {
 		t.Errorf("a rejected finish enqueued %v", got)
 	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func create(t *testing.T, h Harness, d core.RoutineDef, now time.Time) core.Routine {
+	t.Helper()
+	r, err := h.Routines.CreateRoutine(t.Context(), d, now)
+	if err != nil {
+		t.Fatalf("create routine %s: %v", d.ID, err)
+	}
+	return r
+}
+
+func testCreate(t *testing.T, h Harness) {
+	ctx := t.Context()
+	syncDefs(t, h, t0, def("file", true, at(time.Hour)))
+	d := def("mine", true, at(time.Hour))
+	d.Schedule, d.Timezone, d.DeliverTo, d.Missed = "0 9 * * 1-5", "Europe/Berlin", "webhook:https://example.com/h", core.MissedOnce
+	r := create(t, h, d, at(time.Minute))
+	if r.ID != "mine" || r.Source != core.SourceAPI || r.AgentID != agent || r.Schedule != d.Schedule ||
+		r.Timezone != d.Timezone || r.Input != d.Input || r.DeliverTo != d.DeliverTo || r.Missed != core.MissedOnce ||
+		r.MaxFailures != 3 || !r.Enabled || !r.CreatedAt.Equal(at(time.Minute)) {
+		t.Errorf("created routine = %+v, want it as defined with source api", r)
+	}
+	sameTime(t, "next_fire_at", r.NextFireAt, at(time.Hour))
+	if got := get(t, h, "mine"); got.Source != core.SourceAPI || got.Input != d.Input {
+		t.Errorf("get after create = %+v", got)
+	}
+	if got := get(t, h, "file"); got.Source != core.SourceConfig {
+		t.Errorf("synced routine has source %q, want config", got.Source)
+	}
+	off := create(t, h, def("off", false, at(time.Hour)), at(time.Minute))
+	if off.Enabled {
+		t.Errorf("routine created disabled is enabled")
+	}
+	sameTime(t, "next_fire_at of a routine created disabled", off.NextFireAt, time.Time{})
+	for _, id := range []string{"mine", "file"} {
+		if _, err := h.Routines.CreateRoutine(ctx, def(id, true, at(time.Hour)), at(2*time.Minute)); !errors.Is(err, core.ErrRoutineExists) {
+			t.Errorf("create of existing %s: %v, want ErrRoutineExists", id, err)
+		}
+	}
+	if got := get(t, h, "file"); got.Source != core.SourceConfig {
+		t.Errorf("a refused create changed routine file: %+v", got)
+	}
+}
+
+func testCreateConcurrent(t *testing.T, h Harness) {
+	const racers = 8
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won, lost := 0, 0
+	for i := range racers {
+		wg.Go(func() {
+			d := def("r", true, at(time.Hour))
+			d.Input = fmt.Sprintf("racer %d", i)
+			_, err := h.Routines.CreateRoutine(t.Context(), d, t0)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				won++
+			case errors.Is(err, core.ErrRoutineExists):
+				lost++
+			default:
+				t.Errorf("create: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if won != 1 || lost != racers-1 {
+		t.Fatalf("%d creates won, %d lost; want exactly 1 winner", won, lost)
+	}
+}
+
+func testSyncLeavesAPIRoutines(t *testing.T, h Harness) {
+	ctx := t.Context()
+	create(t, h, def("mine", true, at(time.Hour)), t0)
+	manual(t, h, "mine", at(time.Minute))
+	if _, err := h.Routines.SetRoutineEnabled(ctx, "mine", core.RoutineToggle{Enabled: false, At: at(2 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	syncDefs(t, h, at(3*time.Minute), def("file", true, at(time.Hour)))
+	syncDefs(t, h, at(4*time.Minute)) // the file has no routines at all
+	r := get(t, h, "mine")
+	if r.Source != core.SourceAPI || r.Enabled || r.Input != "report on mine" {
+		t.Errorf("API routine after syncs = %+v, want it as it was (disabled, source api)", r)
+	}
+	if _, err := h.Routines.GetRoutine(ctx, "file"); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("config routine removed from the file: %v, want ErrNotFound", err)
+	}
+	// The file comes to define the API routine's id: the file takes it over.
+	d := def("mine", true, at(2*time.Hour))
+	d.Input = "from the file"
+	syncDefs(t, h, at(5*time.Minute), d)
+	r = get(t, h, "mine")
+	if r.Source != core.SourceConfig || !r.Enabled || !r.ConfigEnabled || r.Input != "from the file" {
+		t.Errorf("API routine the file now defines = %+v, want the file's definition, source config", r)
+	}
+	sameTime(t, "next_fire_at after the takeover", r.NextFireAt, at(2*time.Hour))
+	if n := len(history(t, h, "mine")); n != 1 {
+		t.Errorf("history after the takeover has %d entries, want 1", n)
+	}
+	syncDefs(t, h, at(6*time.Minute))
+	if _, err := h.Routines.GetRoutine(ctx, "mine"); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("taken-over routine removed from the file: %v, want ErrNotFound", err)
+	}
+}
+
+func testSyncKeepsAPIEdits(t *testing.T, h Harness) {
+	ctx := t.Context()
+	syncDefs(t, h, t0, def("r", true, at(time.Hour)))
+	if _, err := h.Routines.UpdateRoutine(ctx, "r", core.RoutinePatch{Input: ptr("edited"), Schedule: ptr("@every 2h"),
+		NextFireAt: at(2 * time.Hour), At: at(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	// An unchanged file keeps the edit.
+	syncDefs(t, h, at(2*time.Minute), def("r", true, at(time.Hour)))
+	r := get(t, h, "r")
+	if r.Input != "edited" || r.Schedule != "@every 2h" || r.Source != core.SourceConfig {
+		t.Fatalf("re-sync of an unchanged file = %+v, want the API edit kept", r)
+	}
+	sameTime(t, "next_fire_at after an unchanged re-sync", r.NextFireAt, at(2*time.Hour))
+	// The file's definition changes: the file wins.
+	d := def("r", true, at(3*time.Hour))
+	d.DeliverTo = "slack:C1"
+	syncDefs(t, h, at(3*time.Minute), d)
+	r = get(t, h, "r")
+	if r.Input != d.Input || r.Schedule != d.Schedule || r.DeliverTo != "slack:C1" {
+		t.Fatalf("after the file changed = %+v, want the file's definition", r)
+	}
+	sameTime(t, "next_fire_at after the file changed the schedule back", r.NextFireAt, at(3*time.Hour))
+}
+
+func testUpdate(t *testing.T, h Harness) {
+	ctx := t.Context()
+	create(t, h, def("r", true, at(time.Hour)), t0)
+	// Fields other than schedule and timezone keep the due time.
+	r, err := h.Routines.UpdateRoutine(ctx, "r", core.RoutinePatch{Input: ptr("new"), DeliverTo: ptr("slack:C1"),
+		Missed: ptr(core.MissedOnce), MaxFailures: ptr(0), AgentID: ptr("other"), NextFireAt: at(9 * time.Hour), At: at(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Input != "new" || r.DeliverTo != "slack:C1" || r.Missed != core.MissedOnce || r.MaxFailures != 0 ||
+		r.AgentID != "other" || r.Schedule != "@every 1h" || !r.Enabled || r.Source != core.SourceAPI {
+		t.Errorf("after a patch = %+v", r)
+	}
+	sameTime(t, "next_fire_at after an input change", r.NextFireAt, at(time.Hour))
+	if got := get(t, h, "r"); got.Input != "new" || !got.UpdatedAt.Equal(at(time.Minute)) {
+		t.Errorf("get after update = %+v", got)
+	}
+	// A new schedule, or timezone, takes the new due time.
+	r, err = h.Routines.UpdateRoutine(ctx, "r", core.RoutinePatch{Schedule: ptr("@every 2h"), NextFireAt: at(2 * time.Hour), At: at(2 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTime(t, "next_fire_at after a schedule change", r.NextFireAt, at(2*time.Hour))
+	r, err = h.Routines.UpdateRoutine(ctx, "r", core.RoutinePatch{Timezone: ptr("Europe/Berlin"), NextFireAt: at(3 * time.Hour), At: at(3 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTime(t, "next_fire_at after a timezone change", r.NextFireAt, at(3*time.Hour))
+	// enabled works as SetRoutineEnabled does.
+	r, err = h.Routines.UpdateRoutine(ctx, "r", core.RoutinePatch{Enabled: ptr(false), NextFireAt: at(4 * time.Hour), At: at(4 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Enabled {
+		t.Errorf("patched enabled=false, routine is enabled")
+	}
+	sameTime(t, "next_fire_at after disable", r.NextFireAt, time.Time{})
+	// A schedule change of a disabled routine does not schedule it.
+	r, err = h.Routines.UpdateRoutine(ctx, "r", core.RoutinePatch{Schedule: ptr("@every 3h"), NextFireAt: at(5 * time.Hour), At: at(5 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTime(t, "next_fire_at of a disabled routine after a schedule change", r.NextFireAt, time.Time{})
+	r, err = h.Routines.UpdateRoutine(ctx, "r", core.RoutinePatch{Enabled: ptr(true), NextFireAt: at(6 * time.Hour), At: at(6 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Enabled || r.Schedule != "@every 3h" {
+		t.Errorf("after enable = %+v", r)
+	}
+	sameTime(t, "next_fire_at after enable", r.NextFireAt, at(6*time.Hour))
+	if _, err := h.Routines.UpdateRoutine(ctx, "nope", core.RoutinePatch{Input: ptr("x")}); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("update of an unknown routine: %v, want ErrNotFound", err)
+	}
+}
+
+func testDelete(t *testing.T, h Harness) {
+	ctx := t.Context()
+	create(t, h, def("r", true, at(time.Hour)), t0)
+	manual(t, h, "r", at(time.Minute))
+	if err := h.Routines.DeleteRoutine(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Routines.GetRoutine(ctx, "r"); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("get after delete: %v, want ErrNotFound", err)
+	}
+	if n := len(history(t, h, "r")); n != 1 {
+		t.Errorf("history after delete has %d entries, want the 1 it had", n)
+	}
+	if due, _ := h.Routines.DueRoutines(ctx, at(10*time.Hour), 0); len(due) != 0 {
+		t.Errorf("a deleted routine is due")
+	}
+	if err := h.Routines.DeleteRoutine(ctx, "r"); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("second delete: %v, want ErrNotFound", err)
+	}
+	// The id can be used again.
+	create(t, h, def("r", false, time.Time{}), at(2*time.Minute))
 }

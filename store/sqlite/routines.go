@@ -17,7 +17,7 @@ var _ core.RoutineStore = (*DB)(nil)
 
 const (
 	routineCols = `id, agent_id, schedule, timezone, input, deliver_to, enabled, config_enabled, missed,
-		max_failures, next_fire_at, last_fire_at, consecutive_failures, disabled_reason, created_at, updated_at`
+		max_failures, next_fire_at, last_fire_at, consecutive_failures, disabled_reason, created_at, updated_at, source`
 	// entryCols select a history entry with its run's status; the query
 	// names routine_history h and LEFT JOINs runs r.
 	entryCols = `h.routine_id, h.kind, h.due_at, h.fired_at, h.run_id, COALESCE(r.status, ''),
@@ -27,16 +27,17 @@ const (
 
 func scanRoutine(s scanner, extra ...any) (core.Routine, error) {
 	var x core.Routine
-	var missed string
+	var missed, source string
 	var next, last sql.NullInt64
 	var created, updated int64
 	dest := append(extra, &x.ID, &x.AgentID, &x.Schedule, &x.Timezone, &x.Input, &x.DeliverTo, &x.Enabled,
 		&x.ConfigEnabled, &missed, &x.MaxFailures, &next, &last, &x.ConsecutiveFailures, &x.DisabledReason,
-		&created, &updated)
+		&created, &updated, &source)
 	if err := s.Scan(dest...); err != nil {
 		return core.Routine{}, err
 	}
 	x.Missed = core.MissedPolicy(missed)
+	x.Source = core.RoutineSource(source)
 	x.NextFireAt = nullNanos(next)
 	x.LastFireAt = nullNanos(last)
 	x.CreatedAt = nanos(created)
@@ -89,9 +90,9 @@ func (db *DB) SyncRoutines(ctx context.Context, defs []core.RoutineDef, at time.
 			}
 			keep = append(keep, d.ID)
 		}
-		q := `DELETE FROM routines`
+		q := `DELETE FROM routines WHERE source = 'config'`
 		if len(keep) > 0 {
-			q += ` WHERE id NOT IN (?` + strings.Repeat(", ?", len(keep)-1) + `)`
+			q += ` AND id NOT IN (?` + strings.Repeat(", ?", len(keep)-1) + `)`
 		}
 		_, err := tx.ExecContext(ctx, q, keep...)
 		return err
@@ -106,43 +107,191 @@ func syncRoutineTx(ctx context.Context, tx *sql.Tx, d core.RoutineDef, at time.T
 	if d.ID == "" || d.AgentID == "" {
 		return errors.New("id and agent id are required")
 	}
+	hash := d.ConfigHash()
 	cur, err := getRoutine(ctx, tx, d.ID)
 	if errors.Is(err, core.ErrNotFound) {
 		next := sql.NullInt64{}
 		if d.Enabled {
 			next = timeOrNull(d.NextFireAt)
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO routines(`+routineCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, '', ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO routines(`+routineCols+`, config_hash)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, '', ?, ?, 'config', ?)`,
 			d.ID, d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, d.Enabled, d.Enabled, string(d.Missed),
-			d.MaxFailures, next, at.UnixNano(), at.UnixNano())
+			d.MaxFailures, next, at.UnixNano(), at.UnixNano(), hash)
 		return err
 	}
 	if err != nil {
 		return err
 	}
-	enabled, failures, reason := cur.Enabled, cur.ConsecutiveFailures, cur.DisabledReason
-	becameEnabled := false
-	if d.Enabled != cur.ConfigEnabled { // the file's value changed: it wins
-		becameEnabled = d.Enabled && !cur.Enabled
-		enabled, reason = d.Enabled, ""
-		if becameEnabled {
-			failures = 0
-		}
+	var curHash string
+	if err := tx.QueryRowContext(ctx, `SELECT config_hash FROM routines WHERE id = ?`, d.ID).Scan(&curHash); err != nil {
+		return err
 	}
-	next := toNull(cur.NextFireAt)
-	switch {
-	case !enabled:
-		next = sql.NullInt64{}
-	case becameEnabled, d.Schedule != cur.Schedule, d.Timezone != cur.Timezone, !next.Valid:
-		next = timeOrNull(d.NextFireAt)
-	}
+	u := resync(cur, curHash, d)
+	next := toNull(u.next)
 	_, err = tx.ExecContext(ctx, `UPDATE routines SET agent_id = ?, schedule = ?, timezone = ?, input = ?,
 		deliver_to = ?, enabled = ?, config_enabled = ?, missed = ?, max_failures = ?, next_fire_at = ?,
-		consecutive_failures = ?, disabled_reason = ?, updated_at = ? WHERE id = ?`,
-		d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, enabled, d.Enabled, string(d.Missed), d.MaxFailures,
-		next, failures, reason, at.UnixNano(), d.ID)
+		consecutive_failures = ?, disabled_reason = ?, updated_at = ?, source = 'config', config_hash = ? WHERE id = ?`,
+		u.def.AgentID, u.def.Schedule, u.def.Timezone, u.def.Input, u.def.DeliverTo, u.enabled, d.Enabled,
+		string(u.def.Missed), u.def.MaxFailures, next, u.failures, u.reason, at.UnixNano(), hash, d.ID)
 	return err
+}
+
+// resynced is a stored routine after a sync with its file definition.
+type resynced struct {
+	def      core.RoutineDef // the definition fields to store
+	enabled  bool
+	failures int
+	reason   string
+	next     *time.Time
+}
+
+// resync applies file definition d to stored routine cur, whose file
+// definition had hash curHash at the last sync (see
+// core.RoutineStore.SyncRoutines). store/postgres has the same rules.
+func resync(cur core.Routine, curHash string, d core.RoutineDef) resynced {
+	takeover := cur.Source != core.SourceConfig // an API routine the file now defines
+	u := resynced{enabled: cur.Enabled, failures: cur.ConsecutiveFailures, reason: cur.DisabledReason,
+		next: cur.NextFireAt, def: core.RoutineDef{AgentID: cur.AgentID, Schedule: cur.Schedule,
+			Timezone: cur.Timezone, Input: cur.Input, DeliverTo: cur.DeliverTo, Missed: cur.Missed,
+			MaxFailures: cur.MaxFailures}}
+	if takeover || d.ConfigHash() != curHash { // the file's definition changed: it wins
+		u.def = d
+	}
+	becameEnabled := false
+	if takeover || d.Enabled != cur.ConfigEnabled { // the file's value changed: it wins
+		becameEnabled = d.Enabled && !cur.Enabled
+		u.enabled, u.reason = d.Enabled, ""
+		if becameEnabled {
+			u.failures = 0
+		}
+	}
+	switch {
+	case !u.enabled:
+		u.next = nil
+	case becameEnabled, u.def.Schedule != cur.Schedule, u.def.Timezone != cur.Timezone, u.next == nil:
+		u.next = nil
+		if !d.NextFireAt.IsZero() {
+			t := d.NextFireAt
+			u.next = &t
+		}
+	}
+	return u
+}
+
+// CreateRoutine implements core.RoutineStore.
+func (db *DB) CreateRoutine(ctx context.Context, d core.RoutineDef, at time.Time) (core.Routine, error) {
+	if d.ID == "" || d.AgentID == "" {
+		return core.Routine{}, errors.New("create routine: id and agent id are required")
+	}
+	if at.IsZero() {
+		at = db.opts.Clock.Now()
+	}
+	var out core.Routine
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := getRoutine(ctx, tx, d.ID); err == nil {
+			return core.ErrRoutineExists
+		} else if !errors.Is(err, core.ErrNotFound) {
+			return err
+		}
+		next := sql.NullInt64{}
+		if d.Enabled {
+			next = timeOrNull(d.NextFireAt)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO routines(`+routineCols+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, '', ?, ?, 'api')`,
+			d.ID, d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, d.Enabled, d.Enabled, string(d.Missed),
+			d.MaxFailures, next, at.UnixNano(), at.UnixNano()); err != nil {
+			return err
+		}
+		var err error
+		out, err = getRoutine(ctx, tx, d.ID)
+		return err
+	})
+	if err != nil {
+		return core.Routine{}, fmt.Errorf("create routine %s: %w", d.ID, err)
+	}
+	return out, nil
+}
+
+// UpdateRoutine implements core.RoutineStore.
+func (db *DB) UpdateRoutine(ctx context.Context, id string, p core.RoutinePatch) (core.Routine, error) {
+	if p.At.IsZero() {
+		p.At = db.opts.Clock.Now()
+	}
+	var out core.Routine
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		cur, err := getRoutine(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		u := patched(cur, p)
+		var missed *string
+		if p.Missed != nil {
+			m := string(*p.Missed)
+			missed = &m
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE routines SET agent_id = COALESCE(?, agent_id),
+			schedule = COALESCE(?, schedule), timezone = COALESCE(?, timezone), input = COALESCE(?, input),
+			deliver_to = COALESCE(?, deliver_to), missed = COALESCE(?, missed), max_failures = COALESCE(?, max_failures),
+			enabled = ?, next_fire_at = ?, consecutive_failures = ?, disabled_reason = ?, updated_at = ? WHERE id = ?`,
+			p.AgentID, p.Schedule, p.Timezone, p.Input, p.DeliverTo, missed, p.MaxFailures,
+			u.enabled, toNull(u.next), u.failures, u.reason, p.At.UnixNano(), id); err != nil {
+			return err
+		}
+		out, err = getRoutine(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return core.Routine{}, fmt.Errorf("update routine %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// patched returns the scheduling state of stored routine cur after patch p
+// (see core.RoutineStore.UpdateRoutine). store/postgres has the same rules.
+func patched(cur core.Routine, p core.RoutinePatch) resynced {
+	u := resynced{enabled: cur.Enabled, failures: cur.ConsecutiveFailures, reason: cur.DisabledReason, next: cur.NextFireAt}
+	becameEnabled := false
+	if p.Enabled != nil && *p.Enabled != cur.Enabled {
+		becameEnabled = *p.Enabled
+		u.enabled, u.reason = *p.Enabled, ""
+		if becameEnabled {
+			u.failures = 0
+		}
+	}
+	changed := func(v *string, was string) bool { return v != nil && *v != was }
+	switch {
+	case !u.enabled:
+		u.next = nil
+	case becameEnabled, changed(p.Schedule, cur.Schedule), changed(p.Timezone, cur.Timezone), u.next == nil:
+		u.next = nil
+		if !p.NextFireAt.IsZero() {
+			t := p.NextFireAt
+			u.next = &t
+		}
+	}
+	return u
+}
+
+// DeleteRoutine implements core.RoutineStore.
+func (db *DB) DeleteRoutine(ctx context.Context, id string) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM routines WHERE id = ?`, id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return core.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete routine %s: %w", id, err)
+	}
+	return nil
 }
 
 // GetRoutine implements core.RoutineStore.

@@ -1,0 +1,1 @@
+ALTER TABLE routines DROP COLUMN config_hash, DROP COLUMN source;
