@@ -164,9 +164,8 @@ func New(client redis.UniversalClient, opts Options) (*Queue, error) {
 	}
 	q := &Queue{client: client, opts: opts, keys: newKeys(opts.Prefix)}
 	// Start at 0, not $: entries already in the stream are jobs.
-	err := client.XGroupCreateMkStream(context.Background(), q.keys.stream, opts.Group, "0").Err()
-	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-		return nil, fmt.Errorf("redisstream: create group %s on %s: %w", opts.Group, q.keys.stream, err)
+	if err := q.createGroup(context.Background()); err != nil {
+		return nil, err
 	}
 	return q, nil
 }
@@ -241,7 +240,26 @@ func ceilMS(t time.Time) int64 {
 // MaxAttempts) followed by args.
 func (q *Queue) run(ctx context.Context, script *redis.Script, now time.Time, args ...any) *redis.Cmd {
 	all := append([]any{q.opts.Group, floorMS(now), q.opts.MaxAttempts}, args...)
-	return script.Run(ctx, q.client, q.keys.script(), all...)
+	cmd := script.Run(ctx, q.client, q.keys.script(), all...)
+	if err := cmd.Err(); err != nil && strings.Contains(err.Error(), "NOGROUP") {
+		// Redis lost its data (FLUSHALL, a restart without persistence): the
+		// stream and group are gone. Make them again; the store's janitor
+		// re-enqueues the jobs that were lost with them.
+		if gerr := q.createGroup(ctx); gerr != nil {
+			return cmd
+		}
+		cmd = script.Run(ctx, q.client, q.keys.script(), all...)
+	}
+	return cmd
+}
+
+// createGroup creates the stream and its consumer group if missing.
+func (q *Queue) createGroup(ctx context.Context) error {
+	err := q.client.XGroupCreateMkStream(ctx, q.keys.stream, q.opts.Group, "0").Err()
+	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("redisstream: create group %s on %s: %w", q.opts.Group, q.keys.stream, err)
+	}
+	return nil
 }
 
 // Enqueue adds a job; see core.Queue. A non-empty j.ID is kept (it must not

@@ -443,3 +443,43 @@ func BenchmarkRedisEnqueueDequeueAck(b *testing.B) {
 		}
 	}
 }
+
+func TestWorksAgainAfterFlushAll(t *testing.T) {
+	url := os.Getenv("AGENTGATE_TEST_REDIS_URL")
+	if url == "" {
+		t.Skip("AGENTGATE_TEST_REDIS_URL is unset")
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.DB = 15 // FLUSHDB below must not touch other tests' keys in db 0
+	client := redis.NewClient(opt)
+	defer client.Close()
+	q, err := New(client, Options{Prefix: core.NewID("flush")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if err := q.Enqueue(ctx, core.Job{Kind: "k", Payload: []byte(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The data is gone (the store's janitor re-enqueues it); the queue works again.
+	if _, ok, err := q.TryDequeue(ctx, "c", time.Minute); err != nil || ok {
+		t.Fatalf("after flush: TryDequeue = %v, %v; want nothing and no error", ok, err)
+	}
+	if err := q.Enqueue(ctx, core.Job{Kind: "k", Payload: []byte(`2`)}); err != nil {
+		t.Fatal(err)
+	}
+	j, ok, err := q.TryDequeue(ctx, "c", time.Minute)
+	if err != nil || !ok || string(j.Payload) != "2" {
+		t.Fatalf("after flush and enqueue: %v %v %s", err, ok, j.Payload)
+	}
+	if err := q.Ack(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	client.FlushDB(context.Background())
+}
