@@ -457,11 +457,28 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 	if errors.Is(err, ErrRunFinished) || errors.Is(err, ErrClaimLost) {
 		return nil // cancelled or taken over: nothing more for us to do
 	}
+	if err != nil && ctx.Err() != nil {
+		// Interrupted mid-step at shutdown (or the job's lease was lost):
+		// give the claim up, so the job handed back runs on another node at
+		// once instead of after the claim expires.
+		cancel() // stops the heartbeat
+		e.releaseClaim(id)
+	}
 	if err != nil && rctx.Err() != nil && ctx.Err() == nil {
 		// Stopped by a cancel or a lost claim, not by shutdown.
 		return nil
 	}
 	return err
+}
+
+// releaseClaim ends this node's claim on run id now (best effort: otherwise
+// it expires after ClaimTTL).
+func (e *Engine) releaseClaim(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.cfg.Store.ExtendClaim(ctx, id, e.cfg.NodeID, e.cfg.Clock.Now()); err != nil {
+		e.log.Debug("release claim", "run", id, "err", err)
+	}
 }
 
 // finish closes a run and announces it; first are journaled before the

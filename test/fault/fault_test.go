@@ -13,6 +13,7 @@
 package fault
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -115,11 +116,25 @@ func TestFaultReplicaKill(t *testing.T) {
 		time.Since(killedAt).Round(100*time.Millisecond), approved, refused, c.toolReplicas())
 }
 
-// Scenario 2: Redis is killed and a fresh, empty redis-server takes its
-// port while runs are executing and others wait in the queue. The store is
-// the source of truth: every accepted run completes.
+// Scenario 2: Redis loses its data while runs are executing and others wait
+// in the queue — killed and replaced by a fresh, empty redis-server on its
+// port, or flushed with FLUSHALL. The store is the source of truth: every
+// accepted run completes.
 func TestFaultRedisRestartedEmpty(t *testing.T) {
 	t.Parallel()
+	redisLosesData(t, "redis restarted empty", func(c *cluster, _ *redis.Client) { c.redis.restartEmpty() })
+}
+
+func TestFaultRedisFlushAll(t *testing.T) {
+	t.Parallel()
+	redisLosesData(t, "redis flushed", func(_ *cluster, rdb *redis.Client) {
+		if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+			t.Fatalf("FLUSHALL: %v", err)
+		}
+	})
+}
+
+func redisLosesData(t *testing.T, name string, lose func(*cluster, *redis.Client)) {
 	began := time.Now()
 	// Two workers per replica, so that runs queue up behind the tool calls.
 	c := newCluster(t, clusterOptions{replicas: []string{"A", "B"}, workers: 2})
@@ -139,16 +154,16 @@ func TestFaultRedisRestartedEmpty(t *testing.T) {
 		return n >= 1 && d >= 6, fmt.Sprintf("%d tool calls in flight, %d jobs in Redis (err %v)", n, d, err)
 	})
 	open := c.openRuns(l)
-	c.redis.restartEmpty()
-	restartedAt := time.Now()
+	lose(c, rdb)
+	lostAt := time.Now()
 	if n, err := rdb.DBSize(t.Context()).Result(); err == nil {
-		t.Logf("Redis restarted empty (%d keys now) with %d jobs lost from it, %d of %d runs not finished", n, depth, open, len(l.all()))
+		t.Logf("%s (%d keys now) with %d jobs lost from it, %d of %d runs not finished", name, n, depth, open, len(l.all()))
 	}
-	// Work keeps arriving after the restart.
+	// Work keeps arriving afterwards.
 	l.submitAll(t, "redis-after", 6, a, b)
 
-	c.audit("redis restarted empty", l, began)
-	t.Logf("redis restarted empty: audit done %s after the restart", time.Since(restartedAt).Round(100*time.Millisecond))
+	c.audit(name, l, began)
+	t.Logf("%s: audit done %s after the loss", name, time.Since(lostAt).Round(100*time.Millisecond))
 }
 
 // Scenario 3: PostgreSQL is cut off for a few seconds (every connection

@@ -36,8 +36,9 @@ import (
 	"github.com/agentgate/agentgate/core/model/fakeopenai"
 )
 
-// Timing of the cluster under test. The defaults (30s claims, a 30s janitor)
-// would make every takeover in this suite wait half a minute.
+// Timing of the cluster under test (AGENTGATE_CLAIM_TTL and
+// AGENTGATE_JANITOR_INTERVAL). The defaults, 30s each, would make every
+// takeover in this suite wait half a minute or more.
 const (
 	claimTTL        = "3s"
 	janitorInterval = "2s"
@@ -602,7 +603,6 @@ func (ts *toolServer) InFlight(replica string) int {
 
 type cluster struct {
 	t        *testing.T
-	name     string
 	adminURL string
 	schema   string
 	proxy    *pgProxy
@@ -634,7 +634,7 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	if u.Port() == "" {
 		pgAddr = net.JoinHostPort(u.Hostname(), "5432")
 	}
-	c := &cluster{t: t, name: t.Name(), adminURL: admin, prefix: "fault", workers: o.workers}
+	c := &cluster{t: t, adminURL: admin, prefix: "fault", workers: o.workers}
 	c.schema = newSchema(t, admin)
 	c.proxy = startProxy(t, pgAddr)
 	c.redis = startRedis(t)
@@ -656,12 +656,11 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 			}
 		}
 	})
-	// The first replica migrates the schema; the others start together.
-	c.replicas[0].start()
+	// All start together: migrations run under a lock.
 	var wg sync.WaitGroup
 	errs := make([]error, len(c.replicas))
-	for i, r := range c.replicas[1:] {
-		wg.Go(func() { errs[i+1] = r.startErr() })
+	for i, r := range c.replicas {
+		wg.Go(func() { errs[i] = r.startErr() })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -1097,17 +1096,6 @@ func (a *approver) counts() (approved, refused int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.approved), a.refused
-}
-
-// live returns a replica that is up.
-func (c *cluster) live() *replica {
-	for _, r := range c.replicas {
-		if r.alive() {
-			return r
-		}
-	}
-	c.t.Fatal("no replica is up")
-	return nil
 }
 
 // runStatus reads run id through any live replica.

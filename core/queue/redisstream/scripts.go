@@ -202,7 +202,10 @@ while true do
   if not res then break end
   local e = res[1][2][1]
   local r = load(field(e[2], 'job') or '')
-  if not r then
+  if not r or (r.lease ~= '' and r.entry ~= e[1]) then
+    -- No such job, or a second entry for a job delivered through another
+    -- one (a duplicate): drop it. The delivery in progress owns the job; if
+    -- its holder dies, the lease expiry above delivers it again.
     redis.call('XACK', stream, group, e[1])
     redis.call('XDEL', stream, e[1])
   elseif r.attempt >= limit(r) then
