@@ -429,8 +429,18 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 	}
 	run, err = st.ClaimRun(ctx, id, e.cfg.NodeID, now, now.Add(e.cfg.ClaimTTL), startEvents)
 	switch {
-	case errors.Is(err, ErrClaimed), errors.Is(err, ErrRunPaused), errors.Is(err, ErrRunFinished):
-		return nil // another node drives it, or it stopped meanwhile
+	case errors.Is(err, ErrClaimed):
+		// Another node drives it — or died holding it. Look again once its
+		// claim must have run out, so a dead holder's run is not left waiting
+		// for the janitor.
+		later := RunJobFor(id)
+		later.RunAt = now.Add(e.cfg.ClaimTTL)
+		if err := e.cfg.Queue.Enqueue(ctx, later); err != nil {
+			return fmt.Errorf("re-enqueue claimed run %s: %w", id, err)
+		}
+		return nil
+	case errors.Is(err, ErrRunPaused), errors.Is(err, ErrRunFinished):
+		return nil // it stopped meanwhile
 	case err != nil:
 		return err
 	}

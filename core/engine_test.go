@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -140,7 +141,7 @@ func (h *harness) start(opts sqlite.Options) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := eng.Start(ctx); err != nil {
+		if err := eng.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			h.t.Error(err)
 		}
 	}()
@@ -689,5 +690,54 @@ func TestShutdownLetsInFlightStepsFinish(t *testing.T) {
 	got, err := db.GetRun(t.Context(), run.ID)
 	if err != nil || got.Status != core.RunCompleted || got.Output != "made it" {
 		t.Fatalf("after shutdown: %+v, %v", got, err)
+	}
+}
+
+func TestRunHeldByADeadNodeIsTakenOverAfterItsClaim(t *testing.T) {
+	t.Parallel()
+	m := &scriptModel{Func: func(int, core.ModelRequest) (core.ModelResponse, error) {
+		return core.ModelResponse{Text: "taken over"}, nil
+	}}
+	h := newHarness(t, map[string]*core.Agent{"a": {Model: m}}, sqlite.Options{})
+	h.stop()
+	h.stop = nil
+	// Another node claimed the run and died; its job is back in the queue.
+	db, err := sqlite.Open(t.Context(), h.path, sqlite.Options{Clock: h.clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := h.clock.Now()
+	run, err := db.CreateRun(t.Context(), core.NewRun{
+		Session: core.Session{ID: "s1", AgentID: "a", CreatedAt: now},
+		Run:     core.Run{ID: "run_ghost", SessionID: "s1", AgentID: "a", Type: core.RunTypeAPI, Input: "hi", CreatedAt: now},
+		Events:  []core.Event{core.NewEvent(core.EventUserMessage, core.UserMessage{Text: "hi"})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ClaimRun(t.Context(), run.ID, "ghost", now, now.Add(30*time.Second), nil); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	h.start(sqlite.Options{})
+	// The engine finds the run claimed and looks again when the claim is over.
+	raw, err := sql.Open("sqlite", h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	h.wait(run.ID, "re-scheduled for when the claim runs out", func(core.Run) bool {
+		var later int
+		err := raw.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM jobs WHERE consumer = '' AND visible_at = ?`,
+			now.Add(30*time.Second).UnixNano()).Scan(&later)
+		return err == nil && later == 1
+	})
+	if len(m.requests()) != 0 {
+		t.Fatal("the model was called while another node held the run")
+	}
+	h.clock.Advance(30 * time.Second)
+	done := h.waitStatus(run.ID, core.RunCompleted)
+	if done.Output != "taken over" {
+		t.Fatalf("output %q", done.Output)
 	}
 }

@@ -55,8 +55,9 @@ type backend struct {
 // queue (the store's own, or Redis Streams).
 func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, error) {
 	var (
-		db   storeDB
-		desc string
+		db      storeDB
+		desc    string
+		janitor time.Duration
 	)
 	switch {
 	case s.databaseURL != "":
@@ -65,6 +66,7 @@ func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, e
 			return nil, fmt.Errorf("AGENTGATE_DATABASE_URL: %w", err)
 		}
 		db, desc = pg, "postgres (schema "+pg.Schema()+")"
+		janitor = 30 * time.Second // replicas: a safety net for runs whose job went missing
 	case s.redisURL != "":
 		return nil, &usageError{"AGENTGATE_REDIS_URL needs AGENTGATE_DATABASE_URL: the Redis queue is for replicas sharing PostgreSQL; unset it to use the embedded store"}
 	default:
@@ -77,7 +79,10 @@ func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, e
 		}
 		db, desc = lite, "sqlite "+lite.Path()
 	}
-	b := &backend{db: db, queue: db, close: db.Close, desc: desc, janitor: s.janitor}
+	if s.janitor > 0 {
+		janitor = s.janitor
+	}
+	b := &backend{db: db, queue: db, close: db.Close, desc: desc, janitor: janitor}
 	if s.redisURL == "" {
 		return b, nil
 	}
@@ -107,10 +112,6 @@ func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, e
 	b.queue = q
 	b.hub = func(hub *core.Hub) func(context.Context) error {
 		return redishub.Bridge(client, cmp.Or(s.redisPrefix, "default"), hub, log)
-	}
-	b.janitor = 30 * time.Second
-	if s.janitor > 0 {
-		b.janitor = s.janitor
 	}
 	b.services = append(b.services, r.Start)
 	b.close = func() error { return errors.Join(client.Close(), db.Close()) }
