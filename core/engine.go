@@ -136,6 +136,9 @@ func (e *Engine) Agents() []*Agent {
 
 // SubmitRequest is a new input for an agent.
 type SubmitRequest struct {
+	// RunID names the new run; empty = a fresh id. A caller sets it to
+	// subscribe to the run's updates before the run starts.
+	RunID   string
 	AgentID string
 	Input   string
 	// SessionID continues a session; empty starts a new one.
@@ -167,8 +170,12 @@ func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (Run, error) {
 	if req.Type == "" {
 		req.Type = RunTypeAPI
 	}
+	id := req.RunID
+	if id == "" {
+		id = NewID("run")
+	}
 	run := Run{
-		ID: NewID("run"), SessionID: sid, AgentID: req.AgentID, UserID: req.UserID,
+		ID: id, SessionID: sid, AgentID: req.AgentID, UserID: req.UserID,
 		Type: req.Type, Status: RunQueued, RoutineID: req.RoutineID, Input: req.Input, CreatedAt: now,
 	}
 	ev := NewEvent(EventUserMessage, UserMessage{Text: req.Input, UserID: req.UserID})

@@ -209,17 +209,22 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	run, err := s.cfg.Engine.Submit(r.Context(), core.SubmitRequest{
-		AgentID: agent, Input: req.Input, SessionID: req.SessionID, UserID: req.UserID, Type: core.RunTypeAPI,
-	})
+	sub := core.SubmitRequest{
+		RunID: core.NewID("run"), AgentID: agent, Input: req.Input, SessionID: req.SessionID, UserID: req.UserID, Type: core.RunTypeAPI,
+	}
+	// Listen before the run exists, so its first streamed words are not missed.
+	updates, unsub := s.cfg.Engine.Hub().Subscribe(sub.RunID)
+	defer unsub()
+	run, err := s.cfg.Engine.Submit(r.Context(), sub)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
-		s.stream(w, r, run.ID, 0)
+		s.streamFrom(w, r, run.ID, 0, updates)
 		return
 	}
+	unsub()
 	status := http.StatusAccepted
 	if wait {
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.MaxWait)
@@ -335,13 +340,19 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 // entry type, id: its seq), live text as `delta` events, and ends with a
 // `run` event once the run is settled.
 func (s *server) stream(w http.ResponseWriter, r *http.Request, id string, after int64) {
+	updates, unsub := s.cfg.Engine.Hub().Subscribe(id)
+	defer unsub()
+	s.streamFrom(w, r, id, after, updates)
+}
+
+// streamFrom is stream over a subscription the caller made (before the run
+// started, so no streamed text is missed).
+func (s *server) streamFrom(w http.ResponseWriter, r *http.Request, id string, after int64, updates <-chan core.Update) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		writeError(w, http.StatusInternalServerError, "internal", "streaming unsupported")
 		return
 	}
-	updates, unsub := s.cfg.Engine.Hub().Subscribe(id)
-	defer unsub()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
