@@ -88,6 +88,49 @@ type NewRun struct {
 	Events []Event
 }
 
+// Normalize checks nr and fills its defaults (ids copied between run and
+// session, the session's agent and user, times from now); every store calls
+// it before creating a run.
+func (nr NewRun) Normalize(now time.Time) (NewRun, error) {
+	r, s := nr.Run, nr.Session
+	if r.SessionID == "" {
+		r.SessionID = s.ID
+	}
+	if s.ID == "" {
+		s.ID = r.SessionID
+	}
+	switch {
+	case r.ID == "":
+		return nr, errors.New("create run: run id is required")
+	case s.ID == "":
+		return nr, fmt.Errorf("create run %s: session id is required", r.ID)
+	case r.SessionID != s.ID:
+		return nr, fmt.Errorf("create run %s: run session %s differs from session %s", r.ID, r.SessionID, s.ID)
+	case r.AgentID == "":
+		return nr, fmt.Errorf("create run %s: agent id is required", r.ID)
+	}
+	if s.AgentID == "" {
+		s.AgentID = r.AgentID
+	}
+	if s.AgentID != r.AgentID {
+		return nr, fmt.Errorf("create run %s: session of agent %s: %w", r.ID, s.AgentID, ErrSessionAgent)
+	}
+	if s.UserID == "" {
+		s.UserID = r.UserID
+	}
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = now
+	}
+	if s.CreatedAt.IsZero() {
+		s.CreatedAt = r.CreatedAt
+	}
+	if s.UpdatedAt.Before(r.CreatedAt) {
+		s.UpdatedAt = r.CreatedAt
+	}
+	nr.Run, nr.Session = r, s
+	return nr, nil
+}
+
 // Finish is the input of FinishRun.
 type Finish struct {
 	Status RunStatus // completed or failed

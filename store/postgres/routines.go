@@ -372,7 +372,7 @@ func (db *DB) FireRoutine(ctx context.Context, f core.RoutineFire) ([]core.Run, 
 	}
 	runs := slices.Clone(f.Runs)
 	for i, fr := range runs {
-		nr, err := db.checkNewRun(fr.Run)
+		nr, err := fr.Run.Normalize(db.opts.Clock.Now())
 		if err != nil {
 			return nil, fmt.Errorf("fire routine %s: %w", f.RoutineID, err)
 		}

@@ -318,7 +318,7 @@ func list[T any](ctx context.Context, db *DB, o core.ListOptions, query string, 
 // CreateRun implements core.Store. It locks the session row (the upsert
 // does), so it serializes with FinishRun and CancelRun of the session.
 func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
-	nr, err := db.checkNewRun(nr)
+	nr, err := nr.Normalize(db.opts.Clock.Now())
 	if err != nil {
 		return core.Run{}, err
 	}
@@ -337,48 +337,7 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 	return out, nil
 }
 
-// checkNewRun validates nr and fills its defaults.
-func (db *DB) checkNewRun(nr core.NewRun) (core.NewRun, error) {
-	r, s := nr.Run, nr.Session
-	if r.SessionID == "" {
-		r.SessionID = s.ID
-	}
-	if s.ID == "" {
-		s.ID = r.SessionID
-	}
-	switch {
-	case r.ID == "":
-		return nr, errors.New("create run: run id is required")
-	case s.ID == "":
-		return nr, fmt.Errorf("create run %s: session id is required", r.ID)
-	case r.SessionID != s.ID:
-		return nr, fmt.Errorf("create run %s: run session %s differs from session %s", r.ID, r.SessionID, s.ID)
-	case r.AgentID == "":
-		return nr, fmt.Errorf("create run %s: agent id is required", r.ID)
-	}
-	if s.AgentID == "" {
-		s.AgentID = r.AgentID
-	}
-	if s.AgentID != r.AgentID {
-		return nr, fmt.Errorf("create run %s: session of agent %s: %w", r.ID, s.AgentID, core.ErrSessionAgent)
-	}
-	if s.UserID == "" {
-		s.UserID = r.UserID
-	}
-	if r.CreatedAt.IsZero() {
-		r.CreatedAt = db.opts.Clock.Now()
-	}
-	if s.CreatedAt.IsZero() {
-		s.CreatedAt = r.CreatedAt
-	}
-	if s.UpdatedAt.Before(r.CreatedAt) {
-		s.UpdatedAt = r.CreatedAt
-	}
-	nr.Run, nr.Session = r, s
-	return nr, nil
-}
-
-// createRunTx inserts a checked NewRun (see checkNewRun) inside tx: the
+// createRunTx inserts a checked NewRun (see core.NewRun.Normalize) inside tx: the
 // session if new (else it locks and touches it), the run and its first
 // events. The caller enqueues the run's job (core.RunJobFor) in tx, after
 // all its runs, so that the job keys of one transaction are locked in one

@@ -393,7 +393,7 @@ func (db *DB) FireRoutine(ctx context.Context, f core.RoutineFire) ([]core.Run, 
 		f.At = db.opts.Clock.Now()
 	}
 	for i, fr := range f.Runs {
-		nr, err := db.checkNewRun(fr.Run)
+		nr, err := fr.Run.Normalize(db.opts.Clock.Now())
 		if err != nil {
 			return nil, fmt.Errorf("fire routine %s: %w", f.RoutineID, err)
 		}
