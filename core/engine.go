@@ -307,8 +307,8 @@ func (e *Engine) work(ctx, work context.Context) {
 // handle processes one job; a failure is retried with backoff, and a job that
 // exhausts its attempts fails its run.
 func (e *Engine) handle(ctx context.Context, job Job) {
-	jctx, stop := context.WithCancel(ctx)
-	defer stop()
+	jctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	go e.heartbeat(jctx, func(ctx context.Context) error {
 		return e.cfg.Queue.Extend(ctx, job, e.cfg.ClaimTTL)
 	}, stop)
@@ -350,21 +350,33 @@ func (e *Engine) handle(ctx context.Context, job Job) {
 	}
 }
 
-// heartbeat calls extend every third of the claim TTL until ctx ends; when
-// extend fails the work is stopped.
-func (e *Engine) heartbeat(ctx context.Context, extend func(context.Context) error, stop func()) {
-	t := time.NewTicker(e.cfg.ClaimTTL / 3)
+// heartbeat calls extend every third of the claim TTL until ctx ends. It
+// stops the work (with the error as cause) when the claim or lease is gone,
+// or when extends kept failing long enough that it may have run out; a
+// passing failure (a store blip) is only logged.
+func (e *Engine) heartbeat(ctx context.Context, extend func(context.Context) error, stop context.CancelCauseFunc) {
+	every := e.cfg.ClaimTTL / 3
+	t := time.NewTicker(every)
 	defer t.Stop()
+	lastOK := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := extend(ctx); err != nil && ctx.Err() == nil {
-				e.log.Warn("lost lease", "err", err)
-				stop()
-				return
-			}
+		}
+		err := extend(ctx)
+		switch {
+		case err == nil:
+			lastOK = time.Now()
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, ErrClaimLost), errors.Is(err, ErrLeaseLost), time.Since(lastOK) >= 2*every:
+			e.log.Warn("lost claim or lease", "err", err)
+			stop(err)
+			return
+		default:
+			e.log.Warn("heartbeat failed; retrying", "err", err)
 		}
 	}
 }
@@ -455,7 +467,8 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 		e.cfg.Hub.Changed(id)
 	}
 
-	rctx, cancel := context.WithCancel(ctx)
+	rctx, cancelCause := context.WithCancelCause(ctx)
+	cancel := func() { cancelCause(nil) }
 	defer cancel()
 	e.mu.Lock()
 	e.cancels[id] = cancel
@@ -467,7 +480,7 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 	}()
 	go e.heartbeat(rctx, func(ctx context.Context) error {
 		return st.ExtendClaim(ctx, id, e.cfg.NodeID, e.cfg.Clock.Now().Add(e.cfg.ClaimTTL))
-	}, cancel)
+	}, cancelCause)
 
 	r := &runner{e: e, agent: agent, run: run}
 	err = r.loop(rctx)
@@ -482,8 +495,10 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 		e.releaseClaim(id)
 	}
 	if err != nil && rctx.Err() != nil && ctx.Err() == nil {
-		// Stopped by a cancel or a lost claim, not by shutdown.
-		return nil
+		if cause := context.Cause(rctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, ErrClaimLost) {
+			return fmt.Errorf("claim heartbeat: %w", cause) // the store kept failing: retry later
+		}
+		return nil // stopped by a cancel, or another node took the run over
 	}
 	return err
 }
