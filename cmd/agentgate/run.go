@@ -29,7 +29,7 @@ const usage = `agentgate — a durable gateway between AI agents and the chat to
 
 Usage:
   agentgate serve [--config FILE] [--addr HOST:PORT] [--data-dir DIR]
-  agentgate migrate [--data-dir DIR]
+  agentgate migrate [--down-to N] [--data-dir DIR]
   agentgate version
   agentgate chat AGENT [--session ID] [--user NAME]
   agentgate approvals list [--status pending|approved|denied|expired|cancelled|all]

@@ -37,6 +37,7 @@ type settings struct {
 	redisPrefix    string
 	claimTTL       time.Duration
 	janitor        time.Duration
+	downTo         int // migrate only: revert to this schema version (-1 = no)
 }
 
 const serveHelp = `Usage: agentgate serve [flags]
@@ -102,6 +103,15 @@ func parseSettings(name string, args []string, stderr io.Writer) (settings, erro
 	fs.StringVar(&s.dataDir, "data-dir", s.dataDir, "data directory")
 	fs.StringVar(&s.nodeID, "node-id", s.nodeID, "node name")
 	fs.StringVar(&s.logLevel, "log-level", s.logLevel, "log level")
+	s.downTo = -1
+	if name == "migrate" {
+		fs.IntVar(&s.downTo, "down-to", -1, "revert the PostgreSQL schema to this version")
+		fs.Usage = func() {
+			fmt.Fprint(stderr, "Usage: agentgate migrate [--down-to N] [serve's store settings]\n\n"+
+				"Applies pending migrations (serve does too, at start) and prints the schema version;\n"+
+				"--down-to N reverts a PostgreSQL schema to version N (SQLite migrates only up).\n")
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return s, err
@@ -173,6 +183,17 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer b.close()
+	if s.downTo >= 0 {
+		down, ok := b.db.(interface {
+			MigrateDown(ctx context.Context, to int) error
+		})
+		if !ok {
+			return &usageError{"--down-to: the SQLite store migrates only up; to go back, restore a copy of the data dir"}
+		}
+		if err := down.MigrateDown(ctx, s.downTo); err != nil {
+			return err
+		}
+	}
 	v, err := b.db.SchemaVersion(ctx)
 	if err != nil {
 		return err
