@@ -1,0 +1,117 @@
+// Package chat is the platform-neutral model that chat adapters (Slack,
+// Discord, Telegram) produce and consume: an inbound message, a button click, a
+// slash command, and the approval card an adapter renders. Platform wire types
+// stay inside their adapter; the router and engine only see these.
+package chat
+
+import (
+	"strings"
+	"time"
+)
+
+// Platform names as they appear in session keys, bindings and decided_via.
+const (
+	PlatformSlack    = "slack"
+	PlatformDiscord  = "discord"
+	PlatformTelegram = "telegram"
+)
+
+// Button action ids carried by approval cards; every adapter uses the same two.
+const (
+	ActionApprove = "approve"
+	ActionDeny    = "deny"
+)
+
+// Inbound is one message a person (or bot) posted where an agent can see it.
+type Inbound struct {
+	Platform  string // PlatformSlack, …
+	Workspace string // Slack team id, Discord guild id, "" for Telegram
+	Channel   string // channel, DM or chat id
+	// Thread is the id of the thread's root message. For a top-level message
+	// in a channel the adapter sets it to the message's own id (the reply opens
+	// a thread there); for a top-level direct message it is empty, so a DM is
+	// one continuous session.
+	Thread string
+	// MessageID is the platform's id for this message, used for inbox dedupe
+	// (Slack: ts, unique within a channel).
+	MessageID     string
+	UserID        string
+	UserName      string
+	Text          string // the bot mention stripped
+	Mentioned     bool   // the bot was mentioned
+	FromBot       bool   // posted by a bot (this one or another)
+	DirectMessage bool
+	At            time.Time
+}
+
+// Action is a click on one of an approval card's buttons.
+type Action struct {
+	Platform  string
+	Workspace string
+	Channel   string
+	// MessageRef identifies the message holding the buttons (Slack: ts), so
+	// the adapter can edit it after the decision.
+	MessageRef string
+	// Thread is the thread the card was posted in, if any.
+	Thread string
+	UserID string
+	// Groups are the clicking user's group/role ids when the platform sends
+	// them with the click (Discord roles); adapters whose payload lacks them
+	// (Slack user groups) leave this empty and the approver check looks them up.
+	Groups     []string
+	ActionID   string // ActionApprove or ActionDeny
+	ApprovalID string
+	// ResponseURL lets the adapter answer the click (Slack response_url,
+	// Discord interaction token); TriggerID opens a dialog (Slack trigger_id).
+	ResponseURL string
+	TriggerID   string
+	At          time.Time
+}
+
+// Command is a slash command.
+type Command struct {
+	Platform  string
+	Workspace string
+	Channel   string
+	UserID    string
+	UserName  string
+	Name      string // without the leading slash: "agentgate"
+	Text      string // everything after the command name
+	// ResponseURL answers the command later (ephemeral or in channel);
+	// TriggerID opens a dialog.
+	ResponseURL string
+	TriggerID   string
+}
+
+// ApprovalCard is what an adapter renders for an approval, pending or decided.
+type ApprovalCard struct {
+	ApprovalID  string
+	Agent       string
+	Tool        string
+	Arguments   string // pretty-printed JSON
+	Approvers   string // who may approve, as text: "<@U1>, requester" or "anyone in this conversation"
+	RequestedBy string // platform user id of whoever started the run, may be empty
+	ExpiresAt   time.Time
+
+	// Decided state; Status is "pending" until a decision.
+	Status    string // core.ApprovalStatus values: pending|approved|denied|expired|cancelled
+	DecidedBy string // platform user id, or a free-form name for other channels
+	Reason    string
+	DecidedAt time.Time
+}
+
+// Pending reports whether the card still awaits a decision.
+func (c ApprovalCard) Pending() bool { return c.Status == "" || c.Status == "pending" }
+
+// SessionKey is the session a chat message belongs to:
+// {agent}:{platform}:{workspace}:{channel}:{thread-or-root}. A message
+// outside any thread keys on its own id (the bot's reply opens the thread),
+// except a top-level direct message, which keys on the empty thread so the
+// whole DM is one session.
+func SessionKey(agent string, in Inbound) string {
+	thread := in.Thread
+	if thread == "" && !in.DirectMessage {
+		thread = in.MessageID
+	}
+	return strings.Join([]string{agent, in.Platform, in.Workspace, in.Channel, thread}, ":")
+}

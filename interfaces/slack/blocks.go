@@ -1,0 +1,130 @@
+package slack
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	slackapi "github.com/slack-go/slack"
+
+	"github.com/agentgate/agentgate/interfaces/chat"
+)
+
+// Block ids of an approval card; stable so an edit replaces like with like.
+const (
+	blockSummary = "approval_summary"
+	blockArgs    = "approval_args"
+	blockContext = "approval_context"
+	blockActions = "approval_actions"
+)
+
+// maxArgsText leaves room for the code fence around the arguments in one
+// section block.
+const maxArgsText = MaxSectionText - 8
+
+// ApprovalBlocks renders an approval card as Block Kit: the summary (agent and
+// tool), the arguments in a code block, a context line (who may approve and
+// when it expires, or the outcome), and — while pending — Approve (primary)
+// and Deny (danger) buttons whose value is the opaque approval id. Times are
+// shown in loc (UTC when nil).
+func ApprovalBlocks(c chat.ApprovalCard, loc *time.Location) []slackapi.Block {
+	if loc == nil {
+		loc = time.UTC
+	}
+	summary := fmt.Sprintf("*%s* wants to run `%s`", escapeMrkdwn(c.Agent), escapeMrkdwn(c.Tool))
+	if c.RequestedBy != "" {
+		summary += fmt.Sprintf(" (requested by <@%s>)", c.RequestedBy)
+	}
+	if c.Pending() {
+		summary = "*Approval needed* · " + summary
+	}
+	blocks := []slackapi.Block{
+		slackapi.NewSectionBlock(slackapi.NewTextBlockObject(slackapi.MarkdownType, summary, false, false), nil, nil, slackapi.SectionBlockOptionBlockID(blockSummary)),
+		slackapi.NewSectionBlock(slackapi.NewTextBlockObject(slackapi.MarkdownType, argsText(c.Arguments), false, true), nil, nil, slackapi.SectionBlockOptionBlockID(blockArgs)),
+		slackapi.NewContextBlock(blockContext, slackapi.NewTextBlockObject(slackapi.MarkdownType, approvalContext(c, loc), false, false)),
+	}
+	if c.Pending() {
+		approve := slackapi.NewButtonBlockElement(chat.ActionApprove, c.ApprovalID, slackapi.NewTextBlockObject(slackapi.PlainTextType, "Approve", false, false)).WithStyle(slackapi.StylePrimary)
+		deny := slackapi.NewButtonBlockElement(chat.ActionDeny, c.ApprovalID, slackapi.NewTextBlockObject(slackapi.PlainTextType, "Deny", false, false)).WithStyle(slackapi.StyleDanger)
+		blocks = append(blocks, slackapi.NewActionBlock(blockActions, approve, deny))
+	}
+	return blocks
+}
+
+// ApprovalText is the notification/fallback text sent with the blocks.
+func ApprovalText(c chat.ApprovalCard) string {
+	if c.Pending() {
+		return escapeMrkdwn(fmt.Sprintf("Approval needed: %s wants to run %s", c.Agent, c.Tool))
+	}
+	return escapeMrkdwn(fmt.Sprintf("%s wants to run %s: %s", c.Agent, c.Tool, c.Status))
+}
+
+func argsText(args string) string {
+	args = strings.TrimSpace(args)
+	if args == "" {
+		args = "{}"
+	}
+	args = escapeMrkdwn(strings.ReplaceAll(args, "```", "` ` `"))
+	if textLen(args) > maxArgsText {
+		args = args[:prefixWithin(args, maxArgsText-1)] + "…"
+	}
+	return "```" + args + "```"
+}
+
+func approvalContext(c chat.ApprovalCard, loc *time.Location) string {
+	at := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return " · " + t.In(loc).Format("15:04")
+	}
+	switch c.Status {
+	case "", "pending":
+		who := c.Approvers
+		if who == "" {
+			who = "anyone in this conversation"
+		}
+		s := "Who may approve: " + who
+		if !c.ExpiresAt.IsZero() {
+			s += " · Expires " + c.ExpiresAt.In(loc).Format("15:04 MST")
+		}
+		return s
+	case "approved":
+		return "Approved by " + decider(c.DecidedBy) + at(c.DecidedAt)
+	case "denied":
+		s := "Denied by " + decider(c.DecidedBy)
+		if c.Reason != "" {
+			s += ": " + escapeMrkdwn(c.Reason)
+		}
+		return s + at(c.DecidedAt)
+	case "expired":
+		return "Expired" + at(c.DecidedAt)
+	case "cancelled":
+		return "Cancelled" + at(c.DecidedAt)
+	}
+	return escapeMrkdwn(c.Status) + at(c.DecidedAt)
+}
+
+// decider renders who decided: a Slack user id as a mention, anything else
+// (an API key name, "cli") as text.
+func decider(who string) string {
+	switch {
+	case who == "":
+		return "someone"
+	case isSlackUserID(who):
+		return "<@" + who + ">"
+	}
+	return escapeMrkdwn(who)
+}
+
+func isSlackUserID(s string) bool {
+	if len(s) < 2 || (s[0] != 'U' && s[0] != 'W') {
+		return false
+	}
+	for _, c := range s[1:] {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,167 @@
+package slack
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	slackapi "github.com/slack-go/slack"
+
+	"github.com/agentgate/agentgate/interfaces/chat"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+func goldenJSON(t *testing.T, name string, v any) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // slack-go's block MarshalJSON still escapes <>&, as on the wire
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	got := buf.Bytes()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from golden file (run go test -update if intended):\n%s", path, got)
+	}
+	return got
+}
+
+func TestApprovalBlocksGolden(t *testing.T) {
+	t.Parallel()
+	expires := time.Date(2026, 3, 4, 14, 3, 0, 0, time.UTC)
+	decided := time.Date(2026, 3, 4, 13, 52, 30, 0, time.UTC)
+	base := chat.ApprovalCard{
+		ApprovalID:  "apr_0123456789abcdef",
+		Agent:       "ops",
+		Tool:        "deploy",
+		Arguments:   "{\n  \"env\": \"prod\",\n  \"service\": \"billing <api>\",\n  \"version\": \"v1.4.2\"\n}",
+		Approvers:   "<@U222BBB222>, <!subteam^S0614TZR7>",
+		RequestedBy: "U123ABC456",
+		ExpiresAt:   expires,
+		Status:      "pending",
+	}
+	with := func(f func(*chat.ApprovalCard)) chat.ApprovalCard { c := base; f(&c); return c }
+	tests := []struct {
+		name    string
+		card    chat.ApprovalCard
+		context string // the context line, as a reader sees it
+	}{
+		{"approval_pending", base, "Who may approve: <@U222BBB222>, <!subteam^S0614TZR7> · Expires 14:03 UTC"},
+		{"approval_pending_anyone", with(func(c *chat.ApprovalCard) { c.Approvers = ""; c.RequestedBy = "" }), "Who may approve: anyone in this conversation · Expires 14:03 UTC"},
+		{"approval_approved", with(func(c *chat.ApprovalCard) { c.Status = "approved"; c.DecidedBy = "U222BBB222"; c.DecidedAt = decided }), "Approved by <@U222BBB222> · 13:52"},
+		{"approval_denied", with(func(c *chat.ApprovalCard) {
+			c.Status = "denied"
+			c.DecidedBy = "U222BBB222"
+			c.Reason = "not during the freeze & not <today>"
+			c.DecidedAt = decided
+		}), "Denied by <@U222BBB222>: not during the freeze &amp; not &lt;today&gt; · 13:52"},
+		{"approval_denied_via_api", with(func(c *chat.ApprovalCard) { c.Status = "denied"; c.DecidedBy = "api-key ci"; c.DecidedAt = decided }), "Denied by api-key ci · 13:52"},
+		{"approval_expired", with(func(c *chat.ApprovalCard) { c.Status = "expired"; c.DecidedAt = expires }), "Expired · 14:03"},
+		{"approval_cancelled", with(func(c *chat.ApprovalCard) { c.Status = "cancelled"; c.DecidedAt = decided }), "Cancelled · 13:52"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			msg := map[string]any{"text": ApprovalText(tt.card), "blocks": ApprovalBlocks(tt.card, nil)}
+			raw := goldenJSON(t, tt.name, msg)
+
+			// What we send parses back as Slack blocks.
+			var parsed struct {
+				Blocks slackapi.Blocks `json:"blocks"`
+			}
+			if err := json.Unmarshal(raw, &parsed); err != nil {
+				t.Fatalf("golden JSON does not parse as Slack blocks: %v", err)
+			}
+			var ctx string
+			var buttons []*slackapi.ButtonBlockElement
+			for _, b := range parsed.Blocks.BlockSet {
+				switch b := b.(type) {
+				case *slackapi.ContextBlock:
+					ctx = b.ContextElements.Elements[0].(*slackapi.TextBlockObject).Text
+				case *slackapi.ActionBlock:
+					for _, e := range b.Elements.ElementSet {
+						buttons = append(buttons, e.(*slackapi.ButtonBlockElement))
+					}
+				case *slackapi.SectionBlock:
+					if textLen(b.Text.Text) > MaxSectionText {
+						t.Errorf("section text of %d chars", textLen(b.Text.Text))
+					}
+				default:
+					t.Errorf("unexpected block %T", b)
+				}
+			}
+			if ctx != tt.context {
+				t.Errorf("context = %q, want %q", ctx, tt.context)
+			}
+			if !tt.card.Pending() {
+				if len(buttons) != 0 {
+					t.Errorf("decided card still has %d buttons", len(buttons))
+				}
+				return
+			}
+			if len(buttons) != 2 {
+				t.Fatalf("pending card has %d buttons, want 2", len(buttons))
+			}
+			want := []struct {
+				id    string
+				style slackapi.Style
+			}{{chat.ActionApprove, slackapi.StylePrimary}, {chat.ActionDeny, slackapi.StyleDanger}}
+			for i, b := range buttons {
+				if b.ActionID != want[i].id || b.Style != want[i].style || b.Value != tt.card.ApprovalID {
+					t.Errorf("button %d = {action_id:%q style:%q value:%q}, want {%q %q %q}", i, b.ActionID, b.Style, b.Value, want[i].id, want[i].style, tt.card.ApprovalID)
+				}
+			}
+		})
+	}
+}
+
+// A click on the card we render round-trips through ParseInteraction to the
+// same approval id.
+func TestApprovalButtonRoundTrip(t *testing.T) {
+	t.Parallel()
+	card := chat.ApprovalCard{ApprovalID: "apr_0123456789abcdef", Agent: "ops", Tool: "deploy", Arguments: "{}", Status: "pending"}
+	blocks := ApprovalBlocks(card, nil)
+	actions := blocks[len(blocks)-1].(*slackapi.ActionBlock)
+	deny := actions.Elements.ElementSet[1].(*slackapi.ButtonBlockElement)
+	payload, err := json.Marshal(map[string]any{
+		"type": "block_actions", "user": map[string]string{"id": "U1"}, "trigger_id": "t.1",
+		"container": map[string]string{"type": "message", "channel_id": "C1", "message_ts": "1.2"},
+		"actions":   []map[string]string{{"type": "button", "block_id": actions.BlockID, "action_id": deny.ActionID, "value": deny.Value, "action_ts": "3.4"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := testParser.ParseInteraction(payload)
+	if err != nil || req.Kind != KindAction || req.Action.ApprovalID != card.ApprovalID || req.Action.ActionID != chat.ActionDeny {
+		t.Fatalf("ParseInteraction = %+v, %v", req, err)
+	}
+}
+
+func TestApprovalBlocksLongArguments(t *testing.T) {
+	t.Parallel()
+	card := chat.ApprovalCard{ApprovalID: "apr_0123456789abcdef", Agent: "ops", Tool: "write", Arguments: strings.Repeat("<é>", 5000), Status: "pending"}
+	args := ApprovalBlocks(card, nil)[1].(*slackapi.SectionBlock).Text.Text
+	if n := textLen(args); n > MaxSectionText {
+		t.Fatalf("arguments section is %d chars", n)
+	}
+	if !strings.HasPrefix(args, "```") || !strings.HasSuffix(args, "…```") {
+		t.Fatalf("truncated arguments not fenced and marked: %q…", args[:20])
+	}
+}
