@@ -147,6 +147,12 @@ type SubmitRequest struct {
 	Type      RunType // default api
 	Binding   Binding
 	RoutineID string
+	// Platform and DedupeKey: when DedupeKey is set, the submission is
+	// idempotent per Platform (default Binding.Platform): a second Submit
+	// with the same pair starts nothing and fails with a *DuplicateError
+	// naming the first run.
+	Platform  string
+	DedupeKey string
 }
 
 // InputError is a request the caller must fix.
@@ -178,13 +184,19 @@ func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (Run, error) {
 		ID: id, SessionID: sid, AgentID: req.AgentID, UserID: req.UserID,
 		Type: req.Type, Status: RunQueued, RoutineID: req.RoutineID, Input: req.Input, CreatedAt: now,
 	}
+	platform := req.Platform
+	if platform == "" {
+		platform = req.Binding.Platform
+	}
 	ev := NewEvent(EventUserMessage, UserMessage{Text: req.Input, UserID: req.UserID})
 	ev.CreatedAt = now
 	created, err := e.cfg.Store.CreateRun(ctx, NewRun{
 		Session: Session{ID: sid, AgentID: req.AgentID, UserID: req.UserID, Binding: req.Binding,
 			Title: title(req.Input), CreatedAt: now, UpdatedAt: now},
-		Run:    run,
-		Events: []Event{ev},
+		Run:       run,
+		Events:    []Event{ev},
+		Platform:  platform,
+		DedupeKey: req.DedupeKey,
 	})
 	if err != nil {
 		return Run{}, fmt.Errorf("submit: %w", err)

@@ -28,7 +28,25 @@ var (
 	ErrInvalidCursor = errors.New("invalid cursor: pass next_cursor from the previous page, or none to start")
 	// ErrSessionAgent: the session belongs to another agent.
 	ErrSessionAgent = errors.New("session belongs to another agent")
+	// ErrDuplicate: CreateRun was given a dedupe key that is already in the
+	// inbox; nothing was created (see DuplicateError for the existing run).
+	ErrDuplicate = errors.New("duplicate message")
 )
+
+// DuplicateError is returned by CreateRun for a (platform, dedupe key) pair
+// already in the inbox. RunID is the run the first delivery created.
+type DuplicateError struct {
+	Platform string
+	Key      string
+	RunID    string
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("%s message %s already started run %s: %v", e.Platform, e.Key, e.RunID, ErrDuplicate)
+}
+
+// Is makes errors.Is(err, ErrDuplicate) match.
+func (e *DuplicateError) Is(target error) bool { return target == ErrDuplicate }
 
 // NotPendingError is returned by DecideApproval when the approval was already
 // decided, expired or cancelled. Status is its current status.
@@ -86,6 +104,11 @@ type NewRun struct {
 	Run Run
 	// Events are the run's first journal entries (the user message), seq 1..n.
 	Events []Event
+	// Platform and DedupeKey, when DedupeKey is set, are inserted into the
+	// inbox in the same transaction as the run: a second CreateRun with the
+	// same pair creates nothing and fails with a *DuplicateError.
+	Platform  string
+	DedupeKey string
 }
 
 // Normalize checks nr and fills its defaults (ids copied between run and
@@ -191,7 +214,9 @@ func RunJobFor(id string) Job {
 // to one run.
 type Store interface {
 	// CreateRun creates the session if needed, the run (status queued), its
-	// first events and a JobRun job, atomically.
+	// first events and a JobRun job, atomically. With nr.DedupeKey set it
+	// also records (nr.Platform, nr.DedupeKey) in the inbox; a pair already
+	// there creates nothing and returns a *DuplicateError (ErrDuplicate).
 	CreateRun(ctx context.Context, nr NewRun) (Run, error)
 	GetRun(ctx context.Context, id string) (Run, error)
 	ListRuns(ctx context.Context, f RunFilter) (Page[Run], error)

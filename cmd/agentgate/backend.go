@@ -27,6 +27,7 @@ type storeDB interface {
 	core.Store
 	core.Queue
 	core.RoutineStore
+	core.Outbox
 	lease.Store
 	SchemaVersion(ctx context.Context) (int, error)
 	Close() error

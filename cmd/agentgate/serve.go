@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -242,6 +243,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	sw, err := newSlack(ctx, cfg, db, clock, log)
+	if err != nil {
+		return err
+	}
+	onFinish, handlers := rt.OnFinish, rt.Handlers()
+	if sw != nil {
+		onFinish = finishHooks(rt.OnFinish, sw.replier.OnFinish)
+		maps.Copy(handlers, sw.replier.Handlers())
+	}
 	m := metrics.New(db, b.queue, log)
 	hub := &core.Hub{}
 	if b.hub != nil {
@@ -250,14 +260,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	eng, err := core.NewEngine(core.EngineConfig{
 		Store: db, Queue: b.queue, Agents: agents, Hub: hub, Clock: clock, Logger: log,
 		Observer: m, NodeID: s.nodeID, Workers: cfg.Server.Workers, JanitorInterval: b.janitor, ClaimTTL: s.claimTTL,
-		OnFinish: rt.OnFinish, Handlers: rt.Handlers(),
+		OnFinish: onFinish, Handlers: handlers,
 	})
 	if err != nil {
 		return err
 	}
+	extra := map[string]http.Handler{}
+	if sw != nil {
+		h, err := sw.newHandler(eng)
+		if err != nil {
+			return err
+		}
+		extra["POST /slack/events"] = h
+	}
 	aps := approval.New(approval.Config{Store: db, Hub: hub, Clock: clock, Logger: log, Observer: m})
 	handler := api.New(api.Config{
-		Engine: eng, Store: db, Approvals: aps, Keys: keys, Logger: log, Metrics: m.Handler(), Routines: rt,
+		Engine: eng, Store: db, Approvals: aps, Keys: keys, Logger: log, Metrics: m.Handler(), Routines: rt, Extra: extra,
 		Ready: func(ctx context.Context) error { _, err := db.SchemaVersion(ctx); return err },
 	})
 

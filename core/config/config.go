@@ -30,6 +30,8 @@ type Config struct {
 	Tools  map[string]Tool  `yaml:"tools"`
 	// Routines are scheduled agent runs, by id (see routines.go).
 	Routines map[string]Routine `yaml:"routines"`
+	// Interfaces configures the chat platforms (see interfaces.go).
+	Interfaces Interfaces `yaml:"interfaces"`
 }
 
 // Server holds settings that may also come from flags and the environment;
@@ -279,6 +281,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	p = append(p, c.validateRoutines()...)
+	p = append(p, c.validateInterfaces()...)
 	if len(p) > 0 {
 		return &Error{Problems: p}
 	}

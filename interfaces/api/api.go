@@ -39,6 +39,9 @@ type Config struct {
 	PollInterval time.Duration
 	// Routines serves /api/v1/routines; nil = no routine routes.
 	Routines Routines
+	// Extra are more routes by ServeMux pattern (e.g. "POST /slack/events"),
+	// outside /api/ and its API keys: they authenticate their own requests.
+	Extra map[string]http.Handler
 }
 
 type server struct {
@@ -85,6 +88,9 @@ func New(cfg Config) http.Handler {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s; see README for the API", r.Method, r.URL.Path))
 	})
 	mux.Handle("/api/", s.auth(api))
+	for pattern, h := range cfg.Extra {
+		mux.Handle(pattern, h)
+	}
 	return mux
 }
 

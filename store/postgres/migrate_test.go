@@ -16,7 +16,7 @@ import (
 )
 
 // latest is the newest migration in migrations/.
-const latest = 4
+const latest = 5
 
 // tablesAt are the tables of the schema at each version.
 var tablesAt = [latest + 1][]string{
@@ -25,6 +25,7 @@ var tablesAt = [latest + 1][]string{
 	2: {"approvals", "jobs", "leases", "run_events", "runs", "schema_migrations", "sessions"},
 	3: {"approvals", "jobs", "leases", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
 	4: {"approvals", "jobs", "leases", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
+	5: {"approvals", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
 }
 
 func wantVersion(t *testing.T, db *postgres.DB, want int) {

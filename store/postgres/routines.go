@@ -23,6 +23,7 @@ import (
 // are touched only after it.
 
 var _ core.RoutineStore = (*DB)(nil)
+var _ core.Outbox = (*DB)(nil)
 
 const (
 	routineCols = `id, agent_id, schedule, timezone, input, deliver_to, enabled, config_enabled, missed,

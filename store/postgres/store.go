@@ -323,7 +323,22 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 		return core.Run{}, err
 	}
 	var out core.Run
+	var dup *core.DuplicateError
 	err = db.tx(ctx, func(tx *txn) error {
+		if nr.DedupeKey != "" {
+			// A concurrent insert of the same pair waits for the other
+			// transaction and then inserts nothing.
+			tag, err := tx.Exec(ctx, `INSERT INTO inbox (platform, dedupe_key, run_id, created_at)
+				VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, nr.Platform, nr.DedupeKey, nr.Run.ID, nr.Run.CreatedAt)
+			if err != nil {
+				return fmt.Errorf("insert inbox: %w", err)
+			}
+			if tag.RowsAffected() == 0 {
+				dup = &core.DuplicateError{Platform: nr.Platform, Key: nr.DedupeKey}
+				return tx.QueryRow(ctx, `SELECT run_id FROM inbox WHERE platform = $1 AND dedupe_key = $2`,
+					nr.Platform, nr.DedupeKey).Scan(&dup.RunID)
+			}
+		}
 		run, err := createRunTx(ctx, tx, nr)
 		if err != nil {
 			return err
@@ -331,6 +346,9 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 		out = run
 		return db.enqueueTx(ctx, tx, core.RunJobFor(run.ID))
 	})
+	if err == nil && dup != nil {
+		err = dup
+	}
 	if err != nil {
 		return core.Run{}, fmt.Errorf("create run %s: %w", nr.Run.ID, err)
 	}
@@ -912,4 +930,45 @@ func countBy(ctx context.Context, q querier, query string, add func(string, int6
 		return nil
 	})
 	return err
+}
+
+// ClaimSend implements core.Outbox.
+func (db *DB) ClaimSend(ctx context.Context, key string, at time.Time) (bool, string, error) {
+	claimed, state := false, ""
+	err := db.tx(ctx, func(tx *txn) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO outbox (key, state, created_at, updated_at) VALUES ($1, $2, $3, $3)
+			ON CONFLICT (key) DO NOTHING`, key, core.SendSending, at)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			// Take a failed send back; the row lock serializes claims.
+			tag, err = tx.Exec(ctx, `UPDATE outbox SET state = $2, updated_at = $3 WHERE key = $1 AND state = $4`,
+				key, core.SendSending, at, core.SendFailed)
+			if err != nil {
+				return err
+			}
+		}
+		if tag.RowsAffected() == 1 {
+			claimed, state = true, core.SendSending
+			return nil
+		}
+		return tx.QueryRow(ctx, `SELECT state FROM outbox WHERE key = $1`, key).Scan(&state)
+	})
+	if err != nil {
+		return false, "", fmt.Errorf("claim send %s: %w", key, err)
+	}
+	return claimed, state, nil
+}
+
+// SetSendState implements core.Outbox.
+func (db *DB) SetSendState(ctx context.Context, key, state, ref string, at time.Time) error {
+	tag, err := db.pool.Exec(ctx, `UPDATE outbox SET state = $2, ref = $3, updated_at = $4 WHERE key = $1`, key, state, ref, at)
+	if err != nil {
+		return fmt.Errorf("set send state %s: %w", key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("set send state %s: %w", key, core.ErrNotFound)
+	}
+	return nil
 }

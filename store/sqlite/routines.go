@@ -14,6 +14,7 @@ import (
 // This file implements core.RoutineStore.
 
 var _ core.RoutineStore = (*DB)(nil)
+var _ core.Outbox = (*DB)(nil)
 
 const (
 	routineCols = `id, agent_id, schedule, timezone, input, deliver_to, enabled, config_enabled, missed,

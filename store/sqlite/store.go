@@ -298,10 +298,28 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 		return core.Run{}, err
 	}
 	var out core.Run
+	var dup *core.DuplicateError
 	err = db.tx(ctx, func(tx *sql.Tx) error {
+		if nr.DedupeKey != "" {
+			res, err := tx.ExecContext(ctx, `INSERT INTO inbox(platform, dedupe_key, run_id, created_at)
+				VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, nr.Platform, nr.DedupeKey, nr.Run.ID, nr.Run.CreatedAt.UnixNano())
+			if err != nil {
+				return fmt.Errorf("insert inbox: %w", err)
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
+				dup = &core.DuplicateError{Platform: nr.Platform, Key: nr.DedupeKey}
+				return tx.QueryRowContext(ctx, `SELECT run_id FROM inbox WHERE platform = ? AND dedupe_key = ?`,
+					nr.Platform, nr.DedupeKey).Scan(&dup.RunID)
+			}
+		}
 		out, err = db.createRunTx(ctx, tx, nr)
 		return err
 	})
+	if err == nil && dup != nil {
+		err = dup
+	}
 	if err != nil {
 		return core.Run{}, fmt.Errorf("create run %s: %w", nr.Run.ID, err)
 	}
@@ -964,4 +982,42 @@ func countBy(ctx context.Context, q querier, query string, add func(string, int6
 		add(s, n)
 	}
 	return rows.Err()
+}
+
+// ClaimSend implements core.Outbox.
+func (db *DB) ClaimSend(ctx context.Context, key string, at time.Time) (bool, string, error) {
+	var claimed bool
+	var state string
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `SELECT state FROM outbox WHERE key = ?`, key).Scan(&state)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			_, err = tx.ExecContext(ctx, `INSERT INTO outbox(key, state, created_at, updated_at) VALUES (?, ?, ?, ?)`,
+				key, core.SendSending, at.UnixNano(), at.UnixNano())
+		case err == nil && state == core.SendFailed:
+			_, err = tx.ExecContext(ctx, `UPDATE outbox SET state = ?, updated_at = ? WHERE key = ?`,
+				core.SendSending, at.UnixNano(), key)
+		case err == nil:
+			return nil
+		}
+		claimed, state = err == nil, core.SendSending
+		return err
+	})
+	if err != nil {
+		return false, "", fmt.Errorf("claim send %s: %w", key, err)
+	}
+	return claimed, state, nil
+}
+
+// SetSendState implements core.Outbox.
+func (db *DB) SetSendState(ctx context.Context, key, state, ref string, at time.Time) error {
+	res, err := db.w.ExecContext(ctx, `UPDATE outbox SET state = ?, ref = ?, updated_at = ? WHERE key = ?`,
+		state, ref, at.UnixNano(), key)
+	if err != nil {
+		return fmt.Errorf("set send state %s: %w", key, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return fmt.Errorf("set send state %s: %w", key, core.ErrNotFound)
+	}
+	return nil
 }

@@ -54,6 +54,9 @@ func Run(t *testing.T, newStore func(t *testing.T) Harness) {
 		{"DefaultPageSize", testDefaultPageSize},
 		{"RequeueActive", testRequeueActive},
 		{"Counts", testCounts},
+		{"Dedupe", testDedupe},
+		{"DedupeConcurrent", testDedupeConcurrent},
+		{"Outbox", testOutbox},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1274,4 +1277,90 @@ func testCounts(t *testing.T, h Harness) {
 	wantCounts("after activity",
 		map[core.RunStatus]int64{core.RunQueued: 3, core.RunRunning: 1, core.RunPaused: 1, core.RunCompleted: 2, core.RunFailed: 1, core.RunCancelled: 1},
 		map[core.ApprovalStatus]int64{core.ApprovalPending: 1, core.ApprovalApproved: 1, core.ApprovalDenied: 1, core.ApprovalCancelled: 1})
+}
+
+func testDedupe(t *testing.T, h Harness) {
+	nr := newRun("ses-d", "A", "u1", "hello", at(0))
+	nr.Platform, nr.DedupeKey = "slack", "msg:C1:1.0001"
+	first := create(t, h, nr)
+
+	again := newRun("ses-d2", "A", "u1", "hello", at(time.Second))
+	again.Platform, again.DedupeKey = "slack", "msg:C1:1.0001"
+	_, err := h.Store.CreateRun(t.Context(), again)
+	wantErr(t, "CreateRun of a duplicate", err, core.ErrDuplicate)
+	var dup *core.DuplicateError
+	if !errors.As(err, &dup) || dup.RunID != first.ID {
+		t.Fatalf("duplicate error = %v, want one naming run %s", err, first.ID)
+	}
+	if _, err := h.Store.GetRun(t.Context(), again.Run.ID); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("the duplicate's run exists: %v", err)
+	}
+	if _, err := h.Store.GetSession(t.Context(), "ses-d2"); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("the duplicate's session exists: %v", err)
+	}
+	wantJobs(t, h, first.ID)
+
+	// The same key on another platform, and no key at all, are not duplicates.
+	other := newRun("ses-d3", "A", "u1", "hello", at(2*time.Second))
+	other.Platform, other.DedupeKey = "discord", "msg:C1:1.0001"
+	plain := newRun("ses-d4", "A", "u1", "hello", at(3*time.Second))
+	r3, r4 := create(t, h, other), create(t, h, plain)
+	wantJobs(t, h, r3.ID, r4.ID)
+}
+
+func testDedupeConcurrent(t *testing.T, h Harness) {
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			nr := newRun(fmt.Sprintf("ses-c%d", i), "A", "u1", "hello", at(0))
+			nr.Platform, nr.DedupeKey = "slack", "msg:C1:2.0002"
+			_, errs[i] = h.Store.CreateRun(t.Context(), nr)
+		})
+	}
+	wg.Wait()
+	created := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			created++
+		case !errors.Is(err, core.ErrDuplicate):
+			t.Errorf("CreateRun: %v, want nil or ErrDuplicate", err)
+		}
+	}
+	if created != 1 {
+		t.Fatalf("%d concurrent duplicates created %d runs, want 1", n, created)
+	}
+	if c, err := h.Store.CountRuns(t.Context()); err != nil || c[core.RunQueued] != 1 {
+		t.Errorf("runs = %v, %v; want 1 queued", c, err)
+	}
+}
+
+func testOutbox(t *testing.T, h Harness) {
+	ob, ok := h.Store.(core.Outbox)
+	if !ok {
+		t.Skip("store has no outbox")
+	}
+	ctx := t.Context()
+	claim := func(key string, want bool, wantState string) {
+		t.Helper()
+		got, state, err := ob.ClaimSend(ctx, key, at(0))
+		if err != nil || got != want || state != wantState {
+			t.Fatalf("ClaimSend(%s) = %v, %q, %v; want %v, %q", key, got, state, err, want, wantState)
+		}
+	}
+	claim("k1", true, core.SendSending)
+	claim("k1", false, core.SendSending) // an earlier attempt's outcome is unknown
+	if err := ob.SetSendState(ctx, "k1", core.SendSent, "1.0001", at(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	claim("k1", false, core.SendSent)
+
+	claim("k2", true, core.SendSending)
+	if err := ob.SetSendState(ctx, "k2", core.SendFailed, "", at(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	claim("k2", true, core.SendSending) // nothing was sent: claimable again
+	wantErr(t, "SetSendState of an unknown key", ob.SetSendState(ctx, "nope", core.SendSent, "", at(0)), core.ErrNotFound)
 }

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/config"
+)
+
+func TestSlackNeedsCredentials(t *testing.T) {
+	cfg := config.Default()
+	cfg.Interfaces.Slack = &config.Slack{DefaultAgent: "demo"}
+	for _, tc := range []struct{ secret, token, want string }{
+		{"", "xoxb-1", "SLACK_SIGNING_SECRET is not set"},
+		{"s3cret", "", "SLACK_BOT_TOKEN is not set"},
+	} {
+		t.Setenv("SLACK_SIGNING_SECRET", tc.secret)
+		t.Setenv("SLACK_BOT_TOKEN", tc.token)
+		_, err := newSlack(t.Context(), cfg, nil, core.SystemClock{}, slog.New(slog.DiscardHandler))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("newSlack = %v, want an error saying %q", err, tc.want)
+		}
+	}
+	cfg.Interfaces.Slack = nil
+	if sw, err := newSlack(t.Context(), cfg, nil, core.SystemClock{}, slog.New(slog.DiscardHandler)); sw != nil || err != nil {
+		t.Errorf("without interfaces.slack: %v, %v; want nothing", sw, err)
+	}
+}
+
+func TestSlackConfigValidation(t *testing.T) {
+	t.Parallel()
+	_, err := config.Parse([]byte("agents:\n  demo:\n    model: {provider: demo}\ninterfaces:\n  slack:\n    default_agent: nope\n    channels: {general: demo}\n"),
+		func(string) (string, bool) { return "", false })
+	if err == nil || !strings.Contains(err.Error(), `interfaces.slack.default_agent: no agent "nope"`) ||
+		!strings.Contains(err.Error(), "interfaces.slack.channels.general: must be a Slack channel id") {
+		t.Errorf("Parse = %v", err)
+	}
+}

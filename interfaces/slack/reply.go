@@ -1,0 +1,172 @@
+package slack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	slackapi "github.com/slack-go/slack"
+
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
+)
+
+// JobReply is the job kind that posts a finished chat run's answer in its
+// Slack thread. The engine enqueues it in the transaction that finishes the
+// run (see Replier.OnFinish), so no answer is lost to a crash.
+const JobReply = "slack.reply"
+
+type replyJob struct {
+	RunID string `json:"run_id"`
+}
+
+// ReplyStore is what the Replier reads and records.
+type ReplyStore interface {
+	GetRun(ctx context.Context, id string) (core.Run, error)
+	GetSession(ctx context.Context, id string) (core.Session, error)
+	core.Outbox
+}
+
+// ReplierConfig configures a Replier.
+type ReplierConfig struct {
+	Store  ReplyStore // required
+	Client *Client    // required
+	Clock  core.Clock // default the system clock
+	Logger *slog.Logger
+}
+
+// Replier posts finished runs' answers in their Slack threads.
+type Replier struct {
+	cfg ReplierConfig
+	log *slog.Logger
+}
+
+// NewReplier checks cfg and returns the replier.
+func NewReplier(cfg ReplierConfig) (*Replier, error) {
+	if cfg.Store == nil || cfg.Client == nil {
+		return nil, errors.New("slack: replier needs a store and a client")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = core.SystemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Replier{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// OnFinish is the engine's finish hook (core.EngineConfig.OnFinish): every
+// chat run gets a JobReply job; its handler skips runs of other platforms.
+func (r *Replier) OnFinish(run core.Run, _ core.RunStatus) []core.Job {
+	if run.Type != core.RunTypeChat {
+		return nil
+	}
+	p, _ := json.Marshal(replyJob{RunID: run.ID}) // strings always marshal
+	return []core.Job{{Kind: JobReply, Key: JobReply + ":" + run.ID, Payload: p}}
+}
+
+// Handlers returns the engine job handlers of the replier.
+func (r *Replier) Handlers() map[string]func(context.Context, core.Job) error {
+	return map[string]func(context.Context, core.Job) error{JobReply: r.Handle}
+}
+
+// Handle posts the answer of the job's run, one Slack message per chunk.
+// Each chunk goes through the outbox: the intent is recorded before
+// chat.postMessage and the ts after it. A retried job skips the chunks
+// already sent, and never posts again a chunk whose earlier outcome is
+// unknown (it is marked uncertain and logged): a missing chunk is better
+// than a doubled answer. An error retries the job.
+func (r *Replier) Handle(ctx context.Context, job core.Job) error {
+	var p replyJob
+	if err := json.Unmarshal(job.Payload, &p); err != nil {
+		return fmt.Errorf("slack reply job %s: %w", job.ID, err)
+	}
+	run, err := r.cfg.Store.GetRun(ctx, p.RunID)
+	if err != nil {
+		return err
+	}
+	if !run.Status.Terminal() {
+		return fmt.Errorf("slack reply: run %s is %s, not finished", run.ID, run.Status)
+	}
+	sess, err := r.cfg.Store.GetSession(ctx, run.SessionID)
+	if err != nil {
+		return err
+	}
+	b := sess.Binding
+	if b.Platform != chat.PlatformSlack || b.Channel == "" {
+		return nil
+	}
+	text := replyText(run)
+	if text == "" {
+		return nil
+	}
+	for i, sections := range Messages(Mrkdwn(text)) {
+		key := "slack:reply:" + run.ID + ":" + strconv.Itoa(i)
+		claimed, state, err := r.cfg.Store.ClaimSend(ctx, key, r.now())
+		if err != nil {
+			return err
+		}
+		if !claimed {
+			if state == core.SendSending {
+				r.log.Warn("slack reply outcome unknown after an earlier attempt; not posting it again",
+					"run", run.ID, "part", i, "channel", b.Channel)
+				if err := r.cfg.Store.SetSendState(ctx, key, core.SendUncertain, "", r.now()); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		ts, err := r.cfg.Client.Post(ctx, b.Channel, b.Thread, strings.Join(sections, "\n\n"), sectionBlocks(sections))
+		switch {
+		case errors.Is(err, ErrMaybePosted):
+			r.log.Warn("slack reply may have been posted; not posting it again", "run", run.ID, "part", i, "err", err)
+			if err := r.cfg.Store.SetSendState(ctx, key, core.SendUncertain, "", r.now()); err != nil {
+				return err
+			}
+		case err != nil: // refused or never sent: nothing was posted
+			if serr := r.cfg.Store.SetSendState(ctx, key, core.SendFailed, "", r.now()); serr != nil {
+				return errors.Join(err, serr)
+			}
+			return err
+		default:
+			if err := r.cfg.Store.SetSendState(ctx, key, core.SendSent, ts, r.now()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (r *Replier) now() time.Time { return r.cfg.Clock.Now().UTC() }
+
+// replyText is the Markdown posted for a finished run: its output, or a
+// short line for a failure; nothing for a cancelled run.
+func replyText(run core.Run) string {
+	switch run.Status {
+	case core.RunCompleted:
+		if strings.TrimSpace(run.Output) == "" {
+			return "_(no answer)_"
+		}
+		return run.Output
+	case core.RunFailed:
+		msg, _, _ := strings.Cut(strings.TrimSpace(run.Error), "\n")
+		if r := []rune(msg); len(r) > 300 {
+			msg = string(r[:299]) + "…"
+		}
+		return "Sorry, I could not finish this: " + msg
+	}
+	return ""
+}
+
+func sectionBlocks(sections []string) []slackapi.Block {
+	blocks := make([]slackapi.Block, len(sections))
+	for i, s := range sections {
+		blocks[i] = slackapi.NewSectionBlock(slackapi.NewTextBlockObject(slackapi.MarkdownType, s, false, false), nil, nil)
+	}
+	return blocks
+}

@@ -1,0 +1,2 @@
+DROP TABLE outbox;
+DROP TABLE inbox;
