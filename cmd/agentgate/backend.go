@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/hub/pghub"
 	"github.com/agentgate/agentgate/core/hub/redishub"
 	"github.com/agentgate/agentgate/core/lease"
 	"github.com/agentgate/agentgate/core/queue/redisstream"
@@ -85,6 +86,11 @@ func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, e
 	}
 	b := &backend{db: db, queue: db, close: db.Close, desc: desc, janitor: janitor}
 	if s.redisURL == "" {
+		if pg, ok := db.(*postgres.DB); ok {
+			b.hub = func(hub *core.Hub) func(context.Context) error {
+				return pghub.Bridge(s.databaseURL, pg.Schema(), hub, log)
+			}
+		}
 		return b, nil
 	}
 	opt, err := redis.ParseURL(s.redisURL)
