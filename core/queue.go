@@ -60,3 +60,48 @@ type Queue interface {
 	// Depth counts jobs not yet acked (due, delayed and leased), not dead ones.
 	Depth(ctx context.Context) (int64, error)
 }
+
+// DefaultBackoff is the retry delay every queue uses unless configured:
+// 1s·2^(attempt-1), capped at 5 minutes.
+func DefaultBackoff(attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt > 9 {
+		return 5 * time.Minute
+	}
+	return min(time.Second<<(attempt-1), 5*time.Minute)
+}
+
+// WaitDequeue is the blocking Dequeue of a polling queue: it calls try until
+// a job is due, waiting between looks for wake (taken before each look, so a
+// job enqueued just after it still wakes the wait) or poll, and returns
+// ctx.Err() when ctx ends first.
+func WaitDequeue(ctx context.Context, poll time.Duration, wake func() <-chan struct{},
+	try func() (Job, bool, error)) (Job, error) {
+	timer := time.NewTimer(poll)
+	defer timer.Stop()
+	for {
+		if err := ctx.Err(); err != nil {
+			return Job{}, err
+		}
+		woken := wake()
+		j, ok, err := try()
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return Job{}, ctxErr
+			}
+			return Job{}, err
+		}
+		if ok {
+			return j, nil
+		}
+		timer.Reset(poll)
+		select {
+		case <-ctx.Done():
+			return Job{}, ctx.Err()
+		case <-woken:
+		case <-timer.C:
+		}
+	}
+}

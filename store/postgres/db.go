@@ -196,17 +196,8 @@ func (o Options) validate() error {
 // maxIdentifier is the longest identifier PostgreSQL keeps (NAMEDATALEN-1).
 const maxIdentifier = 63
 
-// DefaultBackoff is 1s·2^(attempt-1), capped at 5 minutes (the same as
-// sqlite.DefaultBackoff).
-func DefaultBackoff(attempt int) time.Duration {
-	if attempt < 1 {
-		attempt = 1
-	}
-	if attempt > 9 {
-		return 5 * time.Minute
-	}
-	return min(time.Second<<(attempt-1), 5*time.Minute)
-}
+// DefaultBackoff is core.DefaultBackoff, kept for callers of this package.
+var DefaultBackoff = core.DefaultBackoff
 
 // Close stops the listener and closes the pool; it waits for connections in
 // use to be released.

@@ -59,41 +59,9 @@ func (db *DB) Enqueue(ctx context.Context, j core.Job) error {
 // are noticed within Options.PollInterval.
 func (db *DB) Dequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, error) {
 	db.startListener()
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
-		if err := ctx.Err(); err != nil {
-			return core.Job{}, err
-		}
-		// Take the wake channel before looking, so an Enqueue that commits
-		// after the look still wakes us.
-		woken := db.wakeCh()
-		j, ok, err := db.TryDequeue(ctx, consumer, lease)
-		if err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return core.Job{}, ctxErr
-			}
-			return core.Job{}, err
-		}
-		if ok {
-			return j, nil
-		}
-		if timer == nil {
-			timer = time.NewTimer(db.opts.PollInterval)
-		} else {
-			timer.Reset(db.opts.PollInterval)
-		}
-		select {
-		case <-ctx.Done():
-			return core.Job{}, ctx.Err()
-		case <-woken:
-		case <-timer.C:
-		}
-	}
+	return core.WaitDequeue(ctx, db.opts.PollInterval, db.wakeCh, func() (core.Job, bool, error) {
+		return db.TryDequeue(ctx, consumer, lease)
+	})
 }
 
 // TryDequeue leases the oldest due job to consumer, or reports ok=false when

@@ -114,16 +114,8 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	return db, nil
 }
 
-// DefaultBackoff is 1s·2^(attempt-1), capped at 5 minutes.
-func DefaultBackoff(attempt int) time.Duration {
-	if attempt < 1 {
-		attempt = 1
-	}
-	if attempt > 9 {
-		return 5 * time.Minute
-	}
-	return min(time.Second<<(attempt-1), 5*time.Minute)
-}
+// DefaultBackoff is core.DefaultBackoff, kept for callers of this package.
+var DefaultBackoff = core.DefaultBackoff
 
 // Close closes the database.
 func (db *DB) Close() error {

@@ -130,16 +130,8 @@ func (o *Options) validate() error {
 	return nil
 }
 
-// DefaultBackoff is 1s·2^(attempt-1), capped at 5 minutes.
-func DefaultBackoff(attempt int) time.Duration {
-	if attempt < 1 {
-		attempt = 1
-	}
-	if attempt > 9 {
-		return 5 * time.Minute
-	}
-	return min(time.Second<<(attempt-1), 5*time.Minute)
-}
+// DefaultBackoff is core.DefaultBackoff, kept for callers of this package.
+var DefaultBackoff = core.DefaultBackoff
 
 // promoteBatch is how many due delayed jobs one script moves into the stream
 // at most; the rest follow on the next Enqueue or Dequeue.
