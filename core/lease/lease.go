@@ -54,10 +54,7 @@ func Run(ctx context.Context, s Store, name, holder string, ttl time.Duration, l
 			stop() // we cannot prove we still hold it
 		case ok && cancel == nil:
 			log.Info("lease acquired", "lease", name, "holder", holder)
-			var wctx context.Context
-			wctx, cancel = context.WithCancel(ctx)
-			done = make(chan struct{})
-			go func() { defer close(done); fn(wctx) }()
+			cancel, done = start(ctx, fn)
 		case !ok && cancel != nil:
 			log.Warn("lease lost", "lease", name, "holder", holder)
 			stop()
@@ -68,4 +65,13 @@ func Run(ctx context.Context, s Store, name, holder string, ttl time.Duration, l
 		case <-t.C:
 		}
 	}
+}
+
+// start runs fn in its own goroutine under a context of its own; done closes
+// when fn has returned.
+func start(ctx context.Context, fn func(context.Context)) (context.CancelFunc, chan struct{}) {
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); fn(wctx) }()
+	return cancel, done
 }
