@@ -337,6 +337,8 @@ func (e *Engine) handle(ctx context.Context, job Job) {
 	default:
 		if h, ok := e.cfg.Handlers[job.Kind]; ok {
 			err = h(jctx, job)
+		} else if job.Kind == JobApproval {
+			// No chat adapter renders approval cards here: nothing to do.
 		} else {
 			err = fmt.Errorf("unknown job kind %q", job.Kind)
 		}

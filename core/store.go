@@ -203,6 +203,26 @@ func RunJobFor(id string) Job {
 	return Job{Kind: JobRun, Key: "run:" + id, Payload: p}
 }
 
+// JobApproval announces that an approval was created or changed state
+// (decided, expired, cancelled), so that the chat adapter of the run's
+// conversation posts or edits its card. Its payload is ApprovalJob. Stores
+// enqueue it in the transaction of PauseRun, DecideApproval, CancelRun and of
+// a FinishRun that cancels approvals, so no card is left showing buttons for
+// a decided approval. Without a handler the engine drops these jobs.
+const JobApproval = "approval"
+
+// ApprovalJob is the payload of a JobApproval job.
+type ApprovalJob struct {
+	ApprovalID string         `json:"approval_id"`
+	Status     ApprovalStatus `json:"status"`
+}
+
+// ApprovalJobFor builds the job announcing that approval id reached status.
+func ApprovalJobFor(id string, status ApprovalStatus) Job {
+	p, _ := json.Marshal(ApprovalJob{ApprovalID: id, Status: status})
+	return Job{Kind: JobApproval, Key: "approval:" + id + ":" + string(status), Payload: p}
+}
+
 // Store is the durable state of the gateway: sessions, runs and their journal,
 // approvals. Every method that changes state does so in one transaction
 // together with the job it makes necessary (transactional enqueue), so a

@@ -221,22 +221,27 @@ func nextJobTx(ctx context.Context, tx *txn, sessionID, id string) ([]core.Job, 
 // cancelPendingTx cancels the pending approvals of run r (whose row the
 // caller holds locked), journaling each as approval_decided, and returns the
 // run's new last seq.
-func cancelPendingTx(ctx context.Context, tx *txn, r runRow, by, reason string, at time.Time) (int64, error) {
+func (db *DB) cancelPendingTx(ctx context.Context, tx *txn, r runRow, by, reason string, at time.Time) (int64, error) {
 	rows, _ := tx.Query(ctx, `WITH cancelled AS (
 			UPDATE approvals SET status = 'cancelled', decided_by = $1, decided_via = '', reason = $2, decided_at = $3
 			WHERE run_id = $4 AND status = 'pending'
 			RETURNING pk, id, tool_call_id)
 		SELECT id, tool_call_id FROM cancelled ORDER BY pk`, by, reason, at, r.ID)
 	var evs []core.Event
+	var jobs []core.Job
 	var id, call string
 	_, err := pgx.ForEachRow(rows, []any{&id, &call}, func() error {
 		evs = append(evs, core.NewEvent(core.EventApprovalDecided, core.ApprovalDecided{
 			ApprovalID: id, ToolCallID: call, Status: core.ApprovalCancelled, DecidedBy: by, Reason: reason,
 		}))
+		jobs = append(jobs, core.ApprovalJobFor(id, core.ApprovalCancelled))
 		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("cancel pending approvals: %w", err)
+	}
+	if err := db.enqueueTx(ctx, tx, jobs...); err != nil {
+		return 0, err
 	}
 	out, err := appendTx(ctx, tx, r.ID, r.LastSeq, evs, at)
 	if err != nil {
@@ -588,6 +593,9 @@ func (db *DB) PauseRun(ctx context.Context, id, owner string, a core.Approval, e
 			a.CreatedAt, a.ExpiresAt); err != nil {
 			return fmt.Errorf("insert approval %s: %w", a.ID, err)
 		}
+		if err := db.enqueueTx(ctx, tx, core.ApprovalJobFor(a.ID, core.ApprovalPending)); err != nil {
+			return err
+		}
 		if _, err := appendTx(ctx, tx, id, r.LastSeq, events, a.CreatedAt); err != nil {
 			return err
 		}
@@ -626,7 +634,7 @@ func (db *DB) FinishRun(ctx context.Context, id, owner string, f core.Finish) (c
 				return err
 			}
 		}
-		if r.LastSeq, err = cancelPendingTx(ctx, tx, r, "", f.Error, f.At); err != nil {
+		if r.LastSeq, err = db.cancelPendingTx(ctx, tx, r, "", f.Error, f.At); err != nil {
 			return err
 		}
 		if _, err := appendTx(ctx, tx, id, r.LastSeq, f.Events, f.At); err != nil {
@@ -668,7 +676,7 @@ func (db *DB) CancelRun(ctx context.Context, id string, c core.Cancel) (core.Run
 			out = r.Run
 			return core.ErrRunFinished
 		}
-		if r.LastSeq, err = cancelPendingTx(ctx, tx, r, c.By, c.Reason, c.At); err != nil {
+		if r.LastSeq, err = db.cancelPendingTx(ctx, tx, r, c.By, c.Reason, c.At); err != nil {
 			return err
 		}
 		ev := core.NewEvent(core.EventStatus, core.StatusChange{Status: core.RunCancelled, Error: c.Reason})
@@ -849,10 +857,11 @@ func (db *DB) DecideApproval(ctx context.Context, id string, d core.Decision) (c
 			}
 		}
 		out = a
+		jobs := []core.Job{core.ApprovalJobFor(id, d.Status)}
 		if r.Status == core.RunQueued {
-			return db.enqueueTx(ctx, tx, core.RunJobFor(r.ID))
+			jobs = append(jobs, core.RunJobFor(r.ID))
 		}
-		return nil
+		return db.enqueueTx(ctx, tx, jobs...)
 	})
 	if err != nil {
 		return out, fmt.Errorf("decide approval %s: %w", id, err)

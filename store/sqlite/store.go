@@ -196,7 +196,7 @@ func (db *DB) enqueueNextTx(ctx context.Context, tx *sql.Tx, sessionID, id strin
 
 // cancelPendingTx cancels the pending approvals of run r, journaling each as
 // approval_decided, and returns the run's new last seq.
-func cancelPendingTx(ctx context.Context, tx *sql.Tx, r runRow, by, reason string, at time.Time) (int64, error) {
+func (db *DB) cancelPendingTx(ctx context.Context, tx *sql.Tx, r runRow, by, reason string, at time.Time) (int64, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT id, tool_call_id FROM approvals WHERE run_id = ? AND status = 'pending' ORDER BY rowid`, r.ID)
 	if err != nil {
 		return 0, fmt.Errorf("list pending approvals: %w", err)
@@ -221,6 +221,9 @@ func cancelPendingTx(ctx context.Context, tx *sql.Tx, r runRow, by, reason strin
 		if _, err := tx.ExecContext(ctx, `UPDATE approvals SET status = 'cancelled', decided_by = ?, decided_via = '',
 			reason = ?, decided_at = ? WHERE id = ? AND status = 'pending'`, by, reason, at.UnixNano(), id); err != nil {
 			return 0, fmt.Errorf("cancel approval %s: %w", id, err)
+		}
+		if err := db.enqueueTx(ctx, tx, core.ApprovalJobFor(id, core.ApprovalCancelled)); err != nil {
+			return 0, err
 		}
 	}
 	out, err := appendTx(ctx, tx, r.ID, r.LastSeq, evs, at)
@@ -583,6 +586,9 @@ func (db *DB) PauseRun(ctx context.Context, id, owner string, a core.Approval, e
 			a.CreatedAt.UnixNano(), a.ExpiresAt.UnixNano()); err != nil {
 			return fmt.Errorf("insert approval %s: %w", a.ID, err)
 		}
+		if err := db.enqueueTx(ctx, tx, core.ApprovalJobFor(a.ID, core.ApprovalPending)); err != nil {
+			return err
+		}
 		if _, err := appendTx(ctx, tx, id, r.LastSeq, events, a.CreatedAt); err != nil {
 			return err
 		}
@@ -596,6 +602,7 @@ func (db *DB) PauseRun(ctx context.Context, id, owner string, a core.Approval, e
 	if err != nil {
 		return core.Run{}, fmt.Errorf("pause run %s: %w", id, err)
 	}
+	db.wake()
 	return out, nil
 }
 
@@ -622,7 +629,7 @@ func (db *DB) FinishRun(ctx context.Context, id, owner string, f core.Finish) (c
 				return err
 			}
 		}
-		if r.LastSeq, err = cancelPendingTx(ctx, tx, r, "", f.Error, f.At); err != nil {
+		if r.LastSeq, err = db.cancelPendingTx(ctx, tx, r, "", f.Error, f.At); err != nil {
 			return err
 		}
 		if _, err := appendTx(ctx, tx, id, r.LastSeq, f.Events, f.At); err != nil {
@@ -668,7 +675,7 @@ func (db *DB) CancelRun(ctx context.Context, id string, c core.Cancel) (core.Run
 			out = r.Run
 			return core.ErrRunFinished
 		}
-		if r.LastSeq, err = cancelPendingTx(ctx, tx, r, c.By, c.Reason, c.At); err != nil {
+		if r.LastSeq, err = db.cancelPendingTx(ctx, tx, r, c.By, c.Reason, c.At); err != nil {
 			return err
 		}
 		ev := core.NewEvent(core.EventStatus, core.StatusChange{Status: core.RunCancelled, Error: c.Reason})
@@ -839,6 +846,10 @@ func (db *DB) DecideApproval(ctx context.Context, id string, d core.Decision) (c
 			}
 			return &core.NotPendingError{ID: id, Status: out.Status}
 		}
+		if err := db.enqueueTx(ctx, tx, core.ApprovalJobFor(id, d.Status)); err != nil {
+			return err
+		}
+		enqueued = true
 		r, err := getRun(ctx, tx, a.RunID)
 		if err != nil {
 			return fmt.Errorf("load run %s: %w", a.RunID, err)

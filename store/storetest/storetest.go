@@ -57,6 +57,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Harness) {
 		{"Dedupe", testDedupe},
 		{"DedupeConcurrent", testDedupeConcurrent},
 		{"Outbox", testOutbox},
+		{"ApprovalJobs", testApprovalJobs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,29 +202,56 @@ func decide(t *testing.T, h Harness, id string, s core.ApprovalStatus, by string
 }
 
 // drainJobs takes every due job off the queue, acks it and returns the run
-// ids of the run jobs in delivery order.
+// ids of the run jobs in delivery order (approval jobs are dropped).
 func drainJobs(t *testing.T, h Harness) []string {
 	t.Helper()
-	var ids []string
+	runs, _ := drainAll(t, h)
+	return runs
+}
+
+// drainAll takes every due job off the queue, acks it and returns the run
+// ids of the run jobs and the "approval_id:status" of the approval jobs.
+func drainAll(t *testing.T, h Harness) (runs, approvals []string) {
+	t.Helper()
 	for {
 		j, ok, err := h.Queue.TryDequeue(t.Context(), "storetest", time.Minute)
 		if err != nil {
 			t.Fatalf("TryDequeue: %v", err)
 		}
 		if !ok {
-			return ids
+			return runs, approvals
 		}
-		if j.Kind != core.JobRun {
-			t.Errorf("job kind = %q, want %q", j.Kind, core.JobRun)
+		switch j.Kind {
+		case core.JobRun:
+			var p core.RunJob
+			if err := json.Unmarshal(j.Payload, &p); err != nil {
+				t.Fatalf("run job payload %s: %v", j.Payload, err)
+			}
+			runs = append(runs, p.RunID)
+		case core.JobApproval:
+			var p core.ApprovalJob
+			if err := json.Unmarshal(j.Payload, &p); err != nil {
+				t.Fatalf("approval job payload %s: %v", j.Payload, err)
+			}
+			approvals = append(approvals, p.ApprovalID+":"+string(p.Status))
+		default:
+			t.Errorf("job kind = %q, want %q or %q", j.Kind, core.JobRun, core.JobApproval)
 		}
-		var p core.RunJob
-		if err := json.Unmarshal(j.Payload, &p); err != nil {
-			t.Fatalf("run job payload %s: %v", j.Payload, err)
-		}
-		ids = append(ids, p.RunID)
 		if err := h.Queue.Ack(t.Context(), j); err != nil {
 			t.Fatalf("Ack: %v", err)
 		}
+	}
+}
+
+// wantApprovalJobs checks that exactly the approval jobs want
+// ("approval_id:status", any order) are due, and drops the run jobs.
+func wantApprovalJobs(t *testing.T, h Harness, want ...string) {
+	t.Helper()
+	_, got := drainAll(t, h)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("due approval jobs = %v, want %v", got, want)
 	}
 }
 
@@ -1363,4 +1391,35 @@ func testOutbox(t *testing.T, h Harness) {
 	}
 	claim("k2", true, core.SendSending) // nothing was sent: claimable again
 	wantErr(t, "SetSendState of an unknown key", ob.SetSendState(ctx, "nope", core.SendSent, "", at(0)), core.ErrNotFound)
+}
+
+// testApprovalJobs: every change of an approval (created, decided, cancelled
+// with its run, cancelled by a failed finish) enqueues a JobApproval in the
+// same transaction, so chat cards always follow the approval.
+func testApprovalJobs(t *testing.T, h Harness) {
+	ctx := t.Context()
+	_, a := pausedRun(t, h, at(time.Hour))
+	wantApprovalJobs(t, h, a.ID+":pending")
+	decide(t, h, a.ID, core.ApprovalApproved, "u-boss")
+	wantApprovalJobs(t, h, a.ID+":approved")
+	// A refused decision changes nothing and announces nothing.
+	if _, err := h.Store.DecideApproval(ctx, a.ID, core.Decision{Status: core.ApprovalDenied, By: "u-boss", At: at(time.Minute)}); err == nil {
+		t.Fatal("second decision accepted")
+	}
+	wantApprovalJobs(t, h)
+
+	r2, a2 := pausedRun(t, h, at(time.Hour))
+	drainAll(t, h)
+	if _, err := h.Store.CancelRun(ctx, r2.ID, core.Cancel{By: "u1", Reason: "not needed", At: at(time.Minute)}); err != nil {
+		t.Fatalf("CancelRun: %v", err)
+	}
+	wantApprovalJobs(t, h, a2.ID+":cancelled")
+
+	// A run failed while paused (the dead-letter path) cancels its approval.
+	r3, a3 := pausedRun(t, h, at(time.Hour))
+	drainAll(t, h)
+	if _, err := h.Store.FinishRun(ctx, r3.ID, "", core.Finish{Status: core.RunFailed, Error: "gave up", At: at(time.Minute)}); err != nil {
+		t.Fatalf("FinishRun: %v", err)
+	}
+	wantApprovalJobs(t, h, a3.ID+":cancelled")
 }
