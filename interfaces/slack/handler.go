@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -102,21 +103,40 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "malformed request", http.StatusBadRequest)
 		return
 	}
-	switch req.Kind {
-	case KindURLVerification:
+	if req.Kind == KindURLVerification {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, req.Challenge)
 		return
-	case KindMessage:
-		if err := h.message(r.Context(), req); err != nil {
-			h.log.Error("slack message", "event", req.EventID, "err", err)
-			http.Error(w, "could not accept the message; Slack will retry", http.StatusInternalServerError)
-			return
-		}
-	default: // ignored, and interactivity and commands, which come later
-		h.log.Debug("slack request ignored", "kind", req.Kind, "reason", req.Ignored)
 	}
-	w.WriteHeader(http.StatusOK)
+	ack, err := h.Dispatch(r.Context(), req)
+	if err != nil {
+		h.log.Error("slack request", "kind", req.Kind, "key", req.DedupeKey, "err", err)
+		http.Error(w, "could not accept the request; Slack will retry", http.StatusInternalServerError)
+		return
+	}
+	if ack == nil {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(ack)
+}
+
+// Dispatch acts on a verified, parsed request, whichever way it arrived
+// (HTTP or Socket Mode), and returns what to acknowledge it with: nil for a
+// bare acknowledgement, or a message (a slash command's ephemeral answer).
+// An error means nothing was accepted and Slack should send it again.
+func (h *Handler) Dispatch(ctx context.Context, req Request) (any, error) {
+	switch req.Kind {
+	case KindMessage:
+		return nil, h.message(ctx, req)
+	case KindAction:
+		return nil, h.action(ctx, req)
+	case KindCommand:
+		return h.command(ctx, req)
+	}
+	h.log.Debug("slack request ignored", "kind", req.Kind, "reason", req.Ignored)
+	return nil, nil
 }
 
 // message starts a run for a message meant for the bot; others are dropped.

@@ -27,6 +27,8 @@ const (
 	DefaultTeamID = "T0AGENTGATE"
 	DefaultBotID  = "B0AGENTGATE"
 	DefaultUserID = "U0AGENTGATE"
+	// DefaultAppToken is the app-level token apps.connections.open accepts.
+	DefaultAppToken = "xapp-1-test-token"
 )
 
 // Call is one request the fake received, whatever it answered.
@@ -61,6 +63,12 @@ type Ephemeral struct {
 	Blocks   json.RawMessage
 }
 
+// View is a modal opened with views.open.
+type View struct {
+	TriggerID string
+	View      json.RawMessage
+}
+
 // Fault is an injected failure for one call.
 type Fault struct {
 	Status     int    // HTTP status to answer; 0 means 200
@@ -77,6 +85,9 @@ type msgKey struct{ channel, ts string }
 type Server struct {
 	URL   string // base URL; the Web API is under URL+"/api/"
 	Token string // bot token the fake accepts; DefaultToken unless changed before the first call
+	// AppToken is the app-level token (Socket Mode) apps.connections.open
+	// accepts; DefaultAppToken unless changed before the first call.
+	AppToken string
 
 	srv *httptest.Server
 
@@ -87,6 +98,8 @@ type Server struct {
 	ephemerals []Ephemeral
 	faults     map[string][]Fault
 	channels   map[string]bool // nil: every channel exists
+	views      []View
+	groups     map[string][]string // user group id → user ids
 	seq        int64
 }
 
@@ -100,9 +113,11 @@ func New(tb interface{ Cleanup(func()) }) *Server {
 // NewServer starts a fake; call Close when done.
 func NewServer() *Server {
 	s := &Server{
-		Token:  DefaultToken,
-		msgs:   map[msgKey]*Message{},
-		faults: map[string][]Fault{},
+		Token:    DefaultToken,
+		AppToken: DefaultAppToken,
+		groups:   map[string][]string{},
+		msgs:     map[msgKey]*Message{},
+		faults:   map[string][]Fault{},
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
@@ -199,6 +214,20 @@ func (s *Server) Replies(channel, threadTS string) []Message {
 	return out
 }
 
+// UserGroup sets the members of user group id (usergroups.users.list).
+func (s *Server) UserGroup(id string, users ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.groups[id] = slices.Clone(users)
+}
+
+// Views returns the modals opened with views.open, oldest first.
+func (s *Server) Views() []View {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.views)
+}
+
 // Ephemerals returns the ephemeral messages sent, oldest first.
 func (s *Server) Ephemerals() []Ephemeral {
 	s.mu.Lock()
@@ -210,6 +239,10 @@ func (s *Server) Ephemerals() []Ephemeral {
 type response map[string]any
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == socketPath {
+		s.serveSocket(w, r)
+		return
+	}
 	method, ok := strings.CutPrefix(r.URL.Path, "/api/")
 	if !ok || r.Method != http.MethodPost {
 		http.NotFound(w, r)
@@ -228,7 +261,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.answer(w, call, http.StatusOK, nil, response{"ok": false, "error": "not_authed"})
 		return
 	}
-	if token != s.Token {
+	if want := s.Token; token != want && (method != "apps.connections.open" || token != s.AppToken) {
 		s.answer(w, call, http.StatusOK, nil, response{"ok": false, "error": "invalid_auth"})
 		return
 	}
@@ -296,6 +329,23 @@ func (s *Server) apply(c Call) response {
 			"user": "agentgate", "team_id": DefaultTeamID, "user_id": DefaultUserID, "bot_id": DefaultBotID}
 	}
 	switch c.Method {
+	case "apps.connections.open":
+		return response{"ok": true, "url": "ws" + strings.TrimPrefix(s.URL, "http") + socketPath}
+	case "views.open":
+		if a["trigger_id"] == "" {
+			return response{"ok": false, "error": "invalid_trigger_id"}
+		}
+		if a["view"] == "" {
+			return response{"ok": false, "error": "invalid_arguments"}
+		}
+		s.views = append(s.views, View{TriggerID: a["trigger_id"], View: json.RawMessage(a["view"])})
+		return response{"ok": true, "view": response{"id": fmt.Sprintf("V%08d", len(s.views))}}
+	case "usergroups.users.list":
+		users, ok := s.groups[a["usergroup"]]
+		if !ok {
+			return response{"ok": false, "error": "no_such_subteam"}
+		}
+		return response{"ok": true, "users": users}
 	case "chat.postMessage", "chat.update", "chat.postEphemeral",
 		"chat.startStream", "chat.appendStream", "chat.stopStream":
 	default:

@@ -1,0 +1,7 @@
+package slack
+
+import "context"
+
+func (h *Handler) action(ctx context.Context, req Request) error { return nil }
+
+func (h *Handler) command(ctx context.Context, req Request) (any, error) { return nil, nil }
