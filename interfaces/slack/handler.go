@@ -48,6 +48,8 @@ type HandlerConfig struct {
 	// dropped).
 	IgnoreBots bool
 	Logger     *slog.Logger
+	// Interact serves approval clicks and slash commands (interact.go).
+	Interact InteractConfig
 	// Now is the clock for the signature's time window; default time.Now.
 	Now func() time.Time
 }
