@@ -115,9 +115,10 @@ type RoutineEntry struct {
 	RunStatus RunStatus `json:"run_status,omitempty"`
 	// DisabledRoutine: this run's failure disabled the routine.
 	DisabledRoutine bool `json:"disabled_routine,omitempty"`
-	// Delivery says what happened to the run's result: none, delivered,
-	// pending (chat delivery arrives with the chat interfaces), retrying or
-	// failed with the reason.
+	// Delivery says what happened to the run's result, per destination
+	// ("; "-separated): none, delivered (to slack:<channel>, …), not
+	// delivered (the chat interface is not configured), retrying or failed
+	// with the reason.
 	Delivery string `json:"delivery,omitempty"`
 	Note     string `json:"note,omitempty"`
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/agentgate/agentgate/core"
@@ -94,37 +95,120 @@ func (s *Scheduler) HandleResult(ctx context.Context, job core.Job) error {
 	if entry.DisabledRoutine {
 		s.log.Warn("routine disabled itself", "routine", r.ID, "run", run.ID, "max_failures", r.MaxFailures)
 	}
-	target, err := ParseTarget(r.DeliverTo)
+	targets, err := s.targets(ctx, r, run)
 	if err != nil {
-		return ignoreNotFound(s.cfg.Store.SetRoutineDelivery(ctx, run.ID, "failed: deliver_to: "+err.Error()))
+		return err
 	}
-	var state string
+	var states []string
+	var failed error
+	for _, t := range targets {
+		state, err := s.deliver(ctx, t, r, run, entry, reason, job)
+		states = append(states, state)
+		failed = errors.Join(failed, err)
+	}
+	if failed != nil {
+		if serr := s.cfg.Store.SetRoutineDelivery(ctx, run.ID, strings.Join(states, "; ")); serr != nil && !errors.Is(serr, core.ErrNotFound) {
+			s.log.Warn("routine delivery state", "run", run.ID, "err", serr)
+		}
+		return failed
+	}
+	return ignoreNotFound(s.cfg.Store.SetRoutineDelivery(ctx, run.ID, strings.Join(states, "; ")))
+}
+
+// destination is one place a result goes: a parsed deliver_to, or the chat
+// conversation a run was asked from (Binding set).
+type destination struct {
+	Target
+	Binding core.Binding
+	Err     error // deliver_to did not parse
+}
+
+// targets lists where run's result goes: the conversation it was asked from
+// (TriggerIn), then the routine's deliver_to unless that is the same place.
+func (s *Scheduler) targets(ctx context.Context, r core.Routine, run core.Run) ([]destination, error) {
+	var out []destination
+	if s.cfg.Sessions != nil {
+		sess, err := s.cfg.Sessions.GetSession(ctx, run.SessionID)
+		if err != nil && !errors.Is(err, core.ErrNotFound) {
+			return nil, err
+		}
+		if b := sess.Binding; b.Platform != "" && b.Channel != "" {
+			out = append(out, destination{Target: Target{Kind: b.Platform, Dest: b.Channel}, Binding: b})
+		}
+	}
+	t, err := ParseTarget(r.DeliverTo)
+	if err != nil {
+		return append(out, destination{Err: err}), nil
+	}
+	if len(out) > 0 && (t.Kind == TargetNone || t == out[0].Target) {
+		return out, nil
+	}
+	return append(out, destination{Target: t, Binding: core.Binding{Platform: t.Kind, Channel: t.Dest}}), nil
+}
+
+// deliver sends run's result to one destination and says what happened.
+func (s *Scheduler) deliver(ctx context.Context, d destination, r core.Routine, run core.Run, entry core.RoutineEntry, reason string, job core.Job) (string, error) {
+	var err error
 	switch {
-	case target.Kind == TargetNone:
-		state = "none"
-	case target.Chat():
-		state = "pending: " + target.Kind + " delivery arrives with the chat interfaces"
-	case target.Kind == TargetWebhook:
+	case d.Err != nil:
+		return "failed: deliver_to: " + d.Err.Error(), nil
+	case d.Kind == TargetNone:
+		return "none", nil
+	case d.Chat():
+		c, ok := s.cfg.Chat[d.Kind]
+		if !ok {
+			return "not delivered: the " + d.Kind + " interface is not configured", nil
+		}
+		key := "routine:" + run.ID + ":" + d.Kind + ":" + d.Dest
+		err = c.DeliverResult(ctx, d.Binding, key, resultText(r.ID, run))
+		if err == nil && entry.DisabledRoutine {
+			err = c.DeliverResult(ctx, d.Binding, key+":disabled", fmt.Sprintf("Routine *%s* was %s.", r.ID, reason))
+		}
+	case d.Kind == TargetWebhook:
 		msg := WebhookPayload{RoutineID: r.ID, RunID: run.ID, Status: string(run.Status), Output: run.Output,
 			Error: run.Error, FiredAt: entry.FiredAt, Kind: entry.Kind, DueAt: entry.DueAt}
-		err := s.post(ctx, target.Dest, run.ID, msg)
+		err = s.post(ctx, d.Dest, run.ID, msg)
 		if err == nil && entry.DisabledRoutine {
 			msg.Status, msg.Output, msg.Error = "disabled", "", reason
-			err = s.post(ctx, target.Dest, run.ID+":disabled", msg)
+			err = s.post(ctx, d.Dest, run.ID+":disabled", msg)
 		}
-		if err != nil {
-			state = fmt.Sprintf("retrying (attempt %d of %d): %v", job.Attempt, job.MaxAttempts, err)
-			if job.MaxAttempts > 0 && job.Attempt >= job.MaxAttempts {
-				state = fmt.Sprintf("failed after %d attempts: %v", job.Attempt, err)
-			}
-			if serr := s.cfg.Store.SetRoutineDelivery(ctx, run.ID, state); serr != nil && !errors.Is(serr, core.ErrNotFound) {
-				s.log.Warn("routine delivery state", "run", run.ID, "err", serr)
-			}
-			return err
-		}
-		state = "delivered"
 	}
-	return ignoreNotFound(s.cfg.Store.SetRoutineDelivery(ctx, run.ID, state))
+	if err != nil {
+		if job.MaxAttempts > 0 && job.Attempt >= job.MaxAttempts {
+			return fmt.Sprintf("%s: failed after %d attempts: %v", d.Kind, job.Attempt, err), err
+		}
+		return fmt.Sprintf("%s: retrying (attempt %d of %d): %v", d.Kind, job.Attempt, job.MaxAttempts, err), err
+	}
+	if d.Binding.Platform != "" && d.Chat() {
+		return "delivered to " + d.Kind + ":" + d.Dest, nil
+	}
+	return "delivered", nil
+}
+
+// resultText is the Markdown a chat conversation gets for a routine run.
+func resultText(id string, run core.Run) string {
+	if run.Status == core.RunCompleted {
+		out := strings.TrimSpace(run.Output)
+		if out == "" {
+			out = "_(no output)_"
+		}
+		return fmt.Sprintf("*Routine %s*\n\n%s", id, out)
+	}
+	msg, _, _ := strings.Cut(strings.TrimSpace(run.Error), "\n")
+	return fmt.Sprintf("Routine *%s* %s: %s", id, run.Status, msg)
+}
+
+// ChatDeliverer posts routine results into chat conversations.
+type ChatDeliverer interface {
+	// DeliverResult posts text (Markdown) to b. key names the message and is
+	// the same on every retry: a message that may already have been posted
+	// is not posted again.
+	DeliverResult(ctx context.Context, b core.Binding, key, text string) error
+}
+
+// SessionReader finds sessions; core.Store is one.
+type SessionReader interface {
+	GetSession(ctx context.Context, id string) (core.Session, error)
 }
 
 func ignoreNotFound(err error) error {

@@ -38,6 +38,12 @@ type Config struct {
 	// DeliveryAttempts is how many times a result delivery is tried (with
 	// the queue's backoff) before it is dead-lettered. Default 12.
 	DeliveryAttempts int
+	// Chat posts results to chat targets (slack:, discord:, telegram:), by
+	// target kind. A chat target without one is recorded as not delivered.
+	Chat map[string]ChatDeliverer
+	// Sessions finds the session of a run, for results of runs asked from a
+	// chat conversation (TriggerIn). Default nil: those go to deliver_to only.
+	Sessions SessionReader
 	// Agents are the defined agents, which routines created or edited
 	// through Create and Update must name. Default nil: not checked.
 	Agents []string
@@ -215,15 +221,25 @@ func SessionID(r core.Routine) string { return r.AgentID + ":routine:" + r.ID }
 
 // newRun builds the run of one fire. userID "" = the routine itself.
 func newRun(r core.Routine, input, userID string, now time.Time) core.NewRun {
+	return newRunIn(r, input, userID, core.Binding{}, now)
+}
+
+// newRunIn builds the run of one fire in the routine's session, or, for a
+// fire asked from a chat conversation (b set), in the routine's session for
+// that conversation: its result and approvals go there.
+func newRunIn(r core.Routine, input, userID string, b core.Binding, now time.Time) core.NewRun {
 	if userID == "" {
 		userID = "routine:" + r.ID
 	}
 	sid := SessionID(r)
+	if b.Platform != "" {
+		sid += ":" + b.Platform + ":" + b.Channel
+	}
 	ev := core.NewEvent(core.EventUserMessage, core.UserMessage{Text: input, UserID: userID})
 	ev.CreatedAt = now
 	return core.NewRun{
 		Session: core.Session{ID: sid, AgentID: r.AgentID, UserID: "routine:" + r.ID, Title: "Routine " + r.ID,
-			CreatedAt: now, UpdatedAt: now},
+			Binding: b, CreatedAt: now, UpdatedAt: now},
 		Run: core.Run{ID: core.NewID("run"), SessionID: sid, AgentID: r.AgentID, UserID: userID,
 			Type: core.RunTypeRoutine, Status: core.RunQueued, RoutineID: r.ID, Input: input, CreatedAt: now},
 		Events: []core.Event{ev},
@@ -235,6 +251,13 @@ func newRun(r core.Routine, input, userID string, now time.Time) core.NewRun {
 // names who asked ("" = the routine). The run starts at once (after any
 // earlier run of the routine that is still active).
 func (s *Scheduler) Trigger(ctx context.Context, id, extra, userID string) (core.Run, error) {
+	return s.TriggerIn(ctx, id, extra, userID, core.Binding{})
+}
+
+// TriggerIn is Trigger asked from a chat conversation b (a slash command):
+// the run's result is posted there (as well as to the routine's deliver_to,
+// when that is another place), and its approvals are asked there.
+func (s *Scheduler) TriggerIn(ctx context.Context, id, extra, userID string, b core.Binding) (core.Run, error) {
 	r, err := s.cfg.Store.GetRoutine(ctx, id)
 	if err != nil {
 		return core.Run{}, err
@@ -245,7 +268,7 @@ func (s *Scheduler) Trigger(ctx context.Context, id, extra, userID string) (core
 	}
 	now := s.cfg.Clock.Now().UTC()
 	runs, err := s.cfg.Store.FireRoutine(ctx, core.RoutineFire{RoutineID: id, Manual: true, At: now,
-		Runs: []core.FireRun{{Kind: core.FireManual, Run: newRun(r, input, userID, now)}}})
+		Runs: []core.FireRun{{Kind: core.FireManual, Run: newRunIn(r, input, userID, b, now)}}})
 	if err != nil {
 		return core.Run{}, fmt.Errorf("trigger routine %s: %w", id, err)
 	}

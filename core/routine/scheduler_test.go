@@ -55,6 +55,7 @@ type env struct {
 	clock *fakeClock
 	s     *routine.Scheduler
 	http  *http.Client
+	slack fakeChat
 }
 
 func newEnv(t *testing.T, start time.Time) *env {
@@ -78,7 +79,8 @@ func (e *env) open() {
 
 func (e *env) scheduler(db *sqlite.DB) *routine.Scheduler {
 	e.t.Helper()
-	s, err := routine.New(routine.Config{Store: db, Runs: db, Clock: e.clock, Logger: quiet, HTTPClient: e.http})
+	s, err := routine.New(routine.Config{Store: db, Runs: db, Clock: e.clock, Logger: quiet, HTTPClient: e.http,
+		Sessions: db, Chat: map[string]routine.ChatDeliverer{routine.TargetSlack: &e.slack}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -565,8 +567,8 @@ func TestFailureBudgetDisablesAndSaysSo(t *testing.T) {
 func TestResultDeliveryTargets(t *testing.T) {
 	for _, tc := range []struct{ deliverTo, want string }{
 		{"none", "none"},
-		{"slack:C0123", "pending: slack delivery arrives with the chat interfaces"},
-		{"telegram:-100", "pending: telegram delivery arrives with the chat interfaces"},
+		{"slack:C0123", "delivered to slack:C0123"},
+		{"telegram:-100", "not delivered: the telegram interface is not configured"},
 	} {
 		t.Run(tc.deliverTo, func(t *testing.T) {
 			e := newEnv(t, utc("2026-01-09 10:30:00"))
@@ -585,6 +587,64 @@ func TestResultDeliveryTargets(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A run triggered from a chat channel posts its result there, and to the
+// routine's deliver_to when that is another place; a retried delivery keeps
+// its message keys, so the chat side can refuse to post twice.
+func TestResultDeliveredWhereAsked(t *testing.T) {
+	e := newEnv(t, utc("2026-01-09 10:30:00"))
+	d := def("r", "@hourly")
+	d.DeliverTo = "slack:C0DIGEST"
+	e.sync(d)
+	asked := core.Binding{Platform: "slack", Workspace: "T1", Channel: "C0ASKED"}
+	run, err := e.s.TriggerIn(t.Context(), "r", "only prod", "U1", asked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := e.finish(run, core.RunCompleted)
+	for range 2 {
+		if err := e.s.HandleResult(t.Context(), job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := e.slack.posts()
+	if len(got) != 4 || got[0].b.Channel != "C0ASKED" || got[1].b.Channel != "C0DIGEST" || got[0].key != got[2].key || got[1].key != got[3].key {
+		t.Fatalf("chat posts = %+v, want C0ASKED then C0DIGEST, twice with the same keys", got)
+	}
+	if !strings.Contains(got[0].text, "*Routine r*") || !strings.HasSuffix(got[0].text, "out of "+run.ID) {
+		t.Errorf("posted text = %q, want the routine's name and output", got[0].text)
+	}
+	if want := "delivered to slack:C0ASKED; delivered to slack:C0DIGEST"; e.history("r")[0].Delivery != want {
+		t.Errorf("delivery = %q, want %q", e.history("r")[0].Delivery, want)
+	}
+	if r, _ := e.db.GetRun(t.Context(), run.ID); !strings.HasSuffix(r.Input, "only prod") {
+		t.Errorf("run input = %q, want the extra input appended", r.Input)
+	}
+}
+
+type chatPost struct {
+	b         core.Binding
+	key, text string
+}
+
+// fakeChat records chat deliveries.
+type fakeChat struct {
+	mu   sync.Mutex
+	sent []chatPost
+}
+
+func (f *fakeChat) DeliverResult(_ context.Context, b core.Binding, key, text string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sent = append(f.sent, chatPost{b, key, text})
+	return nil
+}
+
+func (f *fakeChat) posts() []chatPost {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.sent)
 }
 
 // funcModel answers every call with text, or fails when text is "".
