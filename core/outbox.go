@@ -33,4 +33,7 @@ type Outbox interface {
 	// SetSendState records the outcome of a claimed send: SendSent with the
 	// platform's ref, SendFailed or SendUncertain.
 	SetSendState(ctx context.Context, key, state, ref string, at time.Time) error
+	// SendRef returns the state of the message named key and its platform
+	// ref (set once sent), or ErrNotFound when nothing was claimed.
+	SendRef(ctx context.Context, key string) (state, ref string, err error)
 }

@@ -970,6 +970,18 @@ func (db *DB) ClaimSend(ctx context.Context, key string, at time.Time) (bool, st
 	return claimed, state, nil
 }
 
+// SendRef implements core.Outbox.
+func (db *DB) SendRef(ctx context.Context, key string) (state, ref string, err error) {
+	err = db.pool.QueryRow(ctx, `SELECT state, ref FROM outbox WHERE key = $1`, key).Scan(&state, &ref)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = core.ErrNotFound
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("send ref %s: %w", key, err)
+	}
+	return state, ref, nil
+}
+
 // SetSendState implements core.Outbox.
 func (db *DB) SetSendState(ctx context.Context, key, state, ref string, at time.Time) error {
 	tag, err := db.pool.Exec(ctx, `UPDATE outbox SET state = $2, ref = $3, updated_at = $4 WHERE key = $1`, key, state, ref, at)

@@ -1020,6 +1020,18 @@ func (db *DB) ClaimSend(ctx context.Context, key string, at time.Time) (bool, st
 	return claimed, state, nil
 }
 
+// SendRef implements core.Outbox.
+func (db *DB) SendRef(ctx context.Context, key string) (state, ref string, err error) {
+	err = db.r.QueryRowContext(ctx, `SELECT state, ref FROM outbox WHERE key = ?`, key).Scan(&state, &ref)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = core.ErrNotFound
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("send ref %s: %w", key, err)
+	}
+	return state, ref, nil
+}
+
 // SetSendState implements core.Outbox.
 func (db *DB) SetSendState(ctx context.Context, key, state, ref string, at time.Time) error {
 	res, err := db.w.ExecContext(ctx, `UPDATE outbox SET state = ?, ref = ?, updated_at = ? WHERE key = ?`,

@@ -1391,6 +1391,15 @@ func testOutbox(t *testing.T, h Harness) {
 	}
 	claim("k2", true, core.SendSending) // nothing was sent: claimable again
 	wantErr(t, "SetSendState of an unknown key", ob.SetSendState(ctx, "nope", core.SendSent, "", at(0)), core.ErrNotFound)
+
+	if state, ref, err := ob.SendRef(ctx, "k1"); err != nil || state != core.SendSent || ref != "1.0001" {
+		t.Errorf("SendRef(k1) = %q, %q, %v; want sent, 1.0001", state, ref, err)
+	}
+	if state, ref, err := ob.SendRef(ctx, "k2"); err != nil || state != core.SendSending || ref != "" {
+		t.Errorf("SendRef(k2) = %q, %q, %v; want sending, no ref", state, ref, err)
+	}
+	_, _, err := ob.SendRef(ctx, "nope")
+	wantErr(t, "SendRef of an unknown key", err, core.ErrNotFound)
 }
 
 // testApprovalJobs: every change of an approval (created, decided, cancelled
