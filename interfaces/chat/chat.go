@@ -66,6 +66,10 @@ type Action struct {
 	ResponseURL string
 	TriggerID   string
 	At          time.Time
+	// Confirmed: the decision was confirmed in a dialog (Slack's deny
+	// modal), with Reason as given there.
+	Confirmed bool
+	Reason    string
 }
 
 // Command is a slash command.

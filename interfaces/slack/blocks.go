@@ -76,7 +76,7 @@ func approvalContext(c chat.ApprovalCard, loc *time.Location) string {
 		if t.IsZero() {
 			return ""
 		}
-		return " · " + t.In(loc).Format("15:04")
+		return " · " + slackDate(t, "{time}", t.In(loc).Format("15:04 MST"))
 	}
 	switch c.Status {
 	case "", "pending":
@@ -86,7 +86,7 @@ func approvalContext(c chat.ApprovalCard, loc *time.Location) string {
 		}
 		s := "Who may approve: " + who
 		if !c.ExpiresAt.IsZero() {
-			s += " · Expires " + c.ExpiresAt.In(loc).Format("15:04 MST")
+			s += " · Expires " + slackDate(c.ExpiresAt, "{date_short_pretty} {time}", c.ExpiresAt.In(loc).Format("Jan 2 15:04 MST"))
 		}
 		return s
 	case "approved":
@@ -105,6 +105,31 @@ func approvalContext(c chat.ApprovalCard, loc *time.Location) string {
 	return escapeMrkdwn(c.Status) + at(c.DecidedAt)
 }
 
+// slackDate is a time each reader sees in their own time zone
+// (<!date^unix^format|fallback>); fallback is shown where Slack cannot.
+func slackDate(t time.Time, format, fallback string) string {
+	return fmt.Sprintf("<!date^%d^%s|%s>", t.Unix(), format, fallback)
+}
+
+// Approvers renders a policy's approver ids as Slack text: users as
+// mentions, user groups as group mentions, "requester" as words.
+func Approvers(ids []string) string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		switch {
+		case id == "requester":
+			out = append(out, "the requester")
+		case isSlackUserID(id):
+			out = append(out, "<@"+id+">")
+		case isSlackGroupID(id):
+			out = append(out, "<!subteam^"+id+">")
+		default:
+			out = append(out, escapeMrkdwn(id))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 // decider renders who decided: a Slack user id as a mention, anything else
 // (an API key name, "cli") as text.
 func decider(who string) string {
@@ -117,8 +142,13 @@ func decider(who string) string {
 	return escapeMrkdwn(who)
 }
 
-func isSlackUserID(s string) bool {
-	if len(s) < 2 || (s[0] != 'U' && s[0] != 'W') {
+func isSlackUserID(s string) bool { return len(s) > 0 && (s[0] == 'U' || s[0] == 'W') && isSlackID(s) }
+
+func isSlackGroupID(s string) bool { return len(s) > 0 && s[0] == 'S' && isSlackID(s) }
+
+// isSlackID: an upper-case letter then upper-case letters and digits.
+func isSlackID(s string) bool {
+	if len(s) < 2 {
 		return false
 	}
 	for _, c := range s[1:] {

@@ -61,20 +61,20 @@ func TestApprovalBlocksGolden(t *testing.T) {
 	tests := []struct {
 		name    string
 		card    chat.ApprovalCard
-		context string // the context line, as a reader sees it
+		context string // the context line (times as Slack date tokens, each reader's zone)
 	}{
-		{"approval_pending", base, "Who may approve: <@U222BBB222>, <!subteam^S0614TZR7> · Expires 14:03 UTC"},
-		{"approval_pending_anyone", with(func(c *chat.ApprovalCard) { c.Approvers = ""; c.RequestedBy = "" }), "Who may approve: anyone in this conversation · Expires 14:03 UTC"},
-		{"approval_approved", with(func(c *chat.ApprovalCard) { c.Status = "approved"; c.DecidedBy = "U222BBB222"; c.DecidedAt = decided }), "Approved by <@U222BBB222> · 13:52"},
+		{"approval_pending", base, "Who may approve: <@U222BBB222>, <!subteam^S0614TZR7> · Expires <!date^1772632980^{date_short_pretty} {time}|Mar 4 14:03 UTC>"},
+		{"approval_pending_anyone", with(func(c *chat.ApprovalCard) { c.Approvers = ""; c.RequestedBy = "" }), "Who may approve: anyone in this conversation · Expires <!date^1772632980^{date_short_pretty} {time}|Mar 4 14:03 UTC>"},
+		{"approval_approved", with(func(c *chat.ApprovalCard) { c.Status = "approved"; c.DecidedBy = "U222BBB222"; c.DecidedAt = decided }), "Approved by <@U222BBB222> · <!date^1772632350^{time}|13:52 UTC>"},
 		{"approval_denied", with(func(c *chat.ApprovalCard) {
 			c.Status = "denied"
 			c.DecidedBy = "U222BBB222"
 			c.Reason = "not during the freeze & not <today>"
 			c.DecidedAt = decided
-		}), "Denied by <@U222BBB222>: not during the freeze &amp; not &lt;today&gt; · 13:52"},
-		{"approval_denied_via_api", with(func(c *chat.ApprovalCard) { c.Status = "denied"; c.DecidedBy = "api-key ci"; c.DecidedAt = decided }), "Denied by api-key ci · 13:52"},
-		{"approval_expired", with(func(c *chat.ApprovalCard) { c.Status = "expired"; c.DecidedAt = expires }), "Expired · 14:03"},
-		{"approval_cancelled", with(func(c *chat.ApprovalCard) { c.Status = "cancelled"; c.DecidedAt = decided }), "Cancelled · 13:52"},
+		}), "Denied by <@U222BBB222>: not during the freeze &amp; not &lt;today&gt; · <!date^1772632350^{time}|13:52 UTC>"},
+		{"approval_denied_via_api", with(func(c *chat.ApprovalCard) { c.Status = "denied"; c.DecidedBy = "api-key ci"; c.DecidedAt = decided }), "Denied by api-key ci · <!date^1772632350^{time}|13:52 UTC>"},
+		{"approval_expired", with(func(c *chat.ApprovalCard) { c.Status = "expired"; c.DecidedAt = expires }), "Expired · <!date^1772632980^{time}|14:03 UTC>"},
+		{"approval_cancelled", with(func(c *chat.ApprovalCard) { c.Status = "cancelled"; c.DecidedAt = decided }), "Cancelled · <!date^1772632350^{time}|13:52 UTC>"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,10 +1,228 @@
 package slack
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
 
-// InteractConfig is what approval clicks and slash commands need.
-type InteractConfig struct{}
+	slackapi "github.com/slack-go/slack"
 
-func (h *Handler) action(ctx context.Context, req Request) error { return nil }
+	approval "github.com/agentgate/agentgate/approvals"
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
+)
 
-func (h *Handler) command(ctx context.Context, req Request) (any, error) { return nil, nil }
+// InteractConfig is what approval clicks and slash commands need. Without
+// Approvals, clicks are acknowledged and ignored; without Routines, the
+// slash command's run and routines answer that routines are not available.
+type InteractConfig struct {
+	Approvals Decider
+	Store     ApprovalLister
+	Client    *Client
+	Routines  RoutineRunner
+	// Command is the slash command's name without the slash; default
+	// "agentgate".
+	Command string
+}
+
+// Decider decides approvals; *approval.Service is one.
+type Decider interface {
+	Decide(ctx context.Context, id string, req approval.Request) (core.Approval, error)
+}
+
+// ApprovalLister reads approvals; core.Store is one.
+type ApprovalLister interface {
+	GetApproval(ctx context.Context, id string) (core.Approval, error)
+	ListApprovals(ctx context.Context, f core.ApprovalFilter) (core.Page[core.Approval], error)
+	GetRun(ctx context.Context, id string) (core.Run, error)
+}
+
+// RoutineRunner lists and triggers routines; *routine.Scheduler is one.
+type RoutineRunner interface {
+	List(ctx context.Context, o core.ListOptions) (core.Page[core.Routine], error)
+	TriggerIn(ctx context.Context, id, extra, userID string, b core.Binding) (core.Run, error)
+}
+
+// denyCallbackID names the modal that asks for a deny reason.
+const denyCallbackID = "agentgate_deny"
+
+// denyMeta is the deny modal's private_metadata: where the click was.
+type denyMeta struct {
+	ApprovalID string `json:"approval_id"`
+	Channel    string `json:"channel"`
+	Thread     string `json:"thread,omitempty"`
+}
+
+// Block and action ids of the deny modal's reason input.
+const (
+	reasonBlockID  = "reason"
+	reasonActionID = "reason"
+)
+
+// DenyModal is the modal a Deny click opens: the optional reason, then Deny.
+func DenyModal(c chat.ApprovalCard, meta string) slackapi.ModalViewRequest {
+	input := slackapi.NewPlainTextInputBlockElement(slackapi.NewTextBlockObject(slackapi.PlainTextType, "Why not? (optional)", false, false), reasonActionID)
+	input.Multiline = true
+	input.MaxLength = 500
+	reason := slackapi.NewInputBlock(reasonBlockID, slackapi.NewTextBlockObject(slackapi.PlainTextType, "Reason", false, false), nil, input)
+	reason.Optional = true
+	return slackapi.ModalViewRequest{
+		Type:            slackapi.VTModal,
+		CallbackID:      denyCallbackID,
+		Title:           slackapi.NewTextBlockObject(slackapi.PlainTextType, "Deny request", false, false),
+		Submit:          slackapi.NewTextBlockObject(slackapi.PlainTextType, "Deny", false, false),
+		Close:           slackapi.NewTextBlockObject(slackapi.PlainTextType, "Cancel", false, false),
+		PrivateMetadata: meta,
+		Blocks: slackapi.Blocks{BlockSet: []slackapi.Block{
+			slackapi.NewSectionBlock(slackapi.NewTextBlockObject(slackapi.MarkdownType,
+				fmt.Sprintf("Deny *%s* running `%s`?", escapeMrkdwn(c.Agent), escapeMrkdwn(c.Tool)), false, false), nil, nil),
+			reason,
+		}},
+	}
+}
+
+// parseDenySubmission reads the deny modal's submission: a confirmed Deny.
+func parseDenySubmission(cb slackapi.InteractionCallback) (Request, error) {
+	var meta denyMeta
+	if err := json.Unmarshal([]byte(cb.View.PrivateMetadata), &meta); err != nil || !core.ValidID(meta.ApprovalID) {
+		return Request{}, malformed("deny modal without its approval in private_metadata")
+	}
+	if cb.User.ID == "" {
+		return Request{}, malformed("view_submission without user")
+	}
+	var reason string
+	if cb.View.State != nil {
+		reason = strings.TrimSpace(cb.View.State.Values[reasonBlockID][reasonActionID].Value)
+	}
+	return Request{
+		Kind:      KindAction,
+		DedupeKey: "view:" + cb.View.ID + ":" + cb.View.Hash,
+		Action: &chat.Action{
+			Platform: chat.PlatformSlack, Workspace: cb.Team.ID, Channel: meta.Channel, Thread: meta.Thread,
+			UserID: cb.User.ID, ActionID: chat.ActionDeny, ApprovalID: meta.ApprovalID,
+			Confirmed: true, Reason: reason,
+		},
+	}, nil
+}
+
+// action handles a click on an approval card's button, or the deny modal's
+// submission: the clicker is checked against the tool's approver policy (a
+// refusal is shown to them alone and changes nothing), Deny first asks for a
+// reason, and the decision goes through the approvals service. The card is
+// edited by the approval job the decision commits.
+func (h *Handler) action(ctx context.Context, req Request) error {
+	act, ic := req.Action, h.cfg.Interact
+	if ic.Approvals == nil || ic.Store == nil {
+		h.log.Warn("slack approval click ignored: approvals are not wired", "approval", act.ApprovalID)
+		return nil
+	}
+	a, err := ic.Store.GetApproval(ctx, act.ApprovalID)
+	if errors.Is(err, core.ErrNotFound) {
+		h.tell(act.Channel, act.Thread, act.UserID, "This approval does not exist (any more).")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	groups, err := h.groupsOf(ctx, a.Policy.Approvers, act.UserID)
+	if err != nil {
+		return err
+	}
+	var notAllowed *approval.NotAllowedError
+	if err := approval.Allowed(a, act.UserID, groups); errors.As(err, &notAllowed) {
+		h.refuse(act, a, notAllowed)
+		return nil
+	}
+	if a.Status != core.ApprovalPending {
+		h.tell(act.Channel, act.Thread, act.UserID, alreadyDecided(a))
+		return nil
+	}
+	if act.ActionID == chat.ActionDeny && !act.Confirmed && act.TriggerID != "" && ic.Client != nil {
+		run, err := ic.Store.GetRun(ctx, a.RunID)
+		if err != nil {
+			return err
+		}
+		meta, _ := json.Marshal(denyMeta{ApprovalID: a.ID, Channel: act.Channel, Thread: act.Thread})
+		err = ic.Client.OpenView(ctx, act.TriggerID, DenyModal(chat.Card(a, run, Approvers), string(meta)))
+		if err == nil {
+			return nil // the decision comes with the modal's submission
+		}
+		h.log.Warn("slack deny modal could not open; denying without a reason", "approval", a.ID, "err", err)
+	}
+	_, err = ic.Approvals.Decide(ctx, a.ID, approval.Request{
+		Approve: act.ActionID == chat.ActionApprove, By: act.UserID, Groups: groups, Via: chat.PlatformSlack,
+		Reason: act.Reason, ArgsSHA256: a.ArgsSHA256,
+	})
+	var np *core.NotPendingError
+	switch {
+	case errors.As(err, &notAllowed):
+		h.refuse(act, a, notAllowed)
+	case errors.As(err, &np):
+		if now, gerr := ic.Store.GetApproval(ctx, a.ID); gerr == nil {
+			h.tell(act.Channel, act.Thread, act.UserID, alreadyDecided(now))
+		}
+	case err != nil:
+		return err
+	default:
+		h.log.Info("slack approval decided", "approval", a.ID, "by", act.UserID, "action", act.ActionID)
+	}
+	return nil
+}
+
+// groupsOf returns the user groups among approvers that user belongs to.
+func (h *Handler) groupsOf(ctx context.Context, approvers []string, user string) ([]string, error) {
+	var out []string
+	for _, id := range approvers {
+		if !isSlackGroupID(id) || h.cfg.Interact.Client == nil {
+			continue
+		}
+		members, err := h.cfg.Interact.Client.GroupMembers(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("members of user group %s: %w", id, err)
+		}
+		if slices.Contains(members, user) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+func (h *Handler) refuse(act *chat.Action, a core.Approval, why *approval.NotAllowedError) {
+	who := "anyone in this conversation"
+	if len(a.Policy.Approvers) > 0 {
+		who = Approvers(a.Policy.Approvers)
+	}
+	msg := fmt.Sprintf("You may not decide this request: %s. Who may: %s.", why.Why, who)
+	h.log.Info("slack approval click refused", "approval", a.ID, "user", act.UserID, "why", why.Why)
+	h.tell(act.Channel, act.Thread, act.UserID, msg)
+}
+
+func alreadyDecided(a core.Approval) string {
+	switch a.Status {
+	case core.ApprovalExpired:
+		return "This request expired before anyone decided."
+	case core.ApprovalCancelled:
+		return "This request was cancelled."
+	}
+	return fmt.Sprintf("This request was already %s by %s.", a.Status, decider(a.DecidedBy))
+}
+
+// tell shows text to user alone, after the request was acknowledged; a
+// failure is logged (nothing depends on it).
+func (h *Handler) tell(channel, thread, user, text string) {
+	c := h.cfg.Interact.Client
+	if c == nil || channel == "" {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := c.Tell(ctx, channel, thread, user, text); err != nil {
+			h.log.Warn("slack ephemeral reply", "channel", channel, "user", user, "err", err)
+		}
+	}()
+}

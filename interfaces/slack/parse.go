@@ -276,6 +276,9 @@ func (p Parser) ParseInteraction(payload []byte) (Request, error) {
 	if err := json.Unmarshal(payload, &cb); err != nil {
 		return Request{}, malformed("interaction payload: %v", err)
 	}
+	if cb.Type == slackapi.InteractionTypeViewSubmission && cb.View.CallbackID == denyCallbackID {
+		return parseDenySubmission(cb)
+	}
 	if cb.Type != slackapi.InteractionTypeBlockActions {
 		return Request{Kind: KindIgnored, Ignored: "interaction " + string(cb.Type)}, nil
 	}

@@ -1,0 +1,106 @@
+package chat
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/agentgate/agentgate/core"
+)
+
+// ApprovalRenderer shows approvals in one platform's conversations and keeps
+// them current: it posts a card with Approve / Deny buttons for a pending
+// approval and edits it to the outcome once decided, expired or cancelled.
+type ApprovalRenderer interface {
+	// RenderApproval brings the card of approval a (of run r, in the
+	// conversation b) up to date. It may run more than once, and for an
+	// older state after a newer one: it must render what a says now and
+	// never post a second card.
+	RenderApproval(ctx context.Context, b core.Binding, a core.Approval, r core.Run) error
+}
+
+// ApprovalStore is what the router reads; core.Store is one.
+type ApprovalStore interface {
+	GetApproval(ctx context.Context, id string) (core.Approval, error)
+	GetRun(ctx context.Context, id string) (core.Run, error)
+	GetSession(ctx context.Context, id string) (core.Session, error)
+}
+
+// Approvals routes the engine's approval jobs (core.JobApproval, committed
+// with every change of an approval) to the renderer of the conversation the
+// run belongs to. Runs outside chat conversations are skipped.
+type Approvals struct {
+	Store     ApprovalStore
+	Renderers map[string]ApprovalRenderer // by platform
+	Logger    *slog.Logger
+}
+
+// Handle handles one core.JobApproval job. An error retries it.
+func (a *Approvals) Handle(ctx context.Context, job core.Job) error {
+	var p core.ApprovalJob
+	if err := json.Unmarshal(job.Payload, &p); err != nil {
+		return fmt.Errorf("approval job %s: %w", job.ID, err)
+	}
+	ap, err := a.Store.GetApproval(ctx, p.ApprovalID)
+	if errors.Is(err, core.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	run, err := a.Store.GetRun(ctx, ap.RunID)
+	if err != nil {
+		return err
+	}
+	sess, err := a.Store.GetSession(ctx, run.SessionID)
+	if err != nil {
+		return err
+	}
+	r, ok := a.Renderers[sess.Binding.Platform]
+	if !ok || sess.Binding.Channel == "" {
+		return nil
+	}
+	return r.RenderApproval(ctx, sess.Binding, ap, run)
+}
+
+// Handlers returns the engine job handler of the router.
+func (a *Approvals) Handlers() map[string]func(context.Context, core.Job) error {
+	return map[string]func(context.Context, core.Job) error{core.JobApproval: a.Handle}
+}
+
+// Card is the neutral card of approval a of run r. approvers renders the
+// policy's approver ids the platform's way ("" when anyone may decide).
+func Card(a core.Approval, r core.Run, approvers func(ids []string) string) ApprovalCard {
+	args := string(a.Arguments)
+	var buf bytes.Buffer
+	if json.Indent(&buf, a.Arguments, "", "  ") == nil {
+		args = buf.String()
+	}
+	c := ApprovalCard{
+		ApprovalID:  a.ID,
+		Agent:       r.AgentID,
+		Tool:        a.Tool,
+		Arguments:   args,
+		RequestedBy: a.RequestedBy,
+		ExpiresAt:   a.ExpiresAt,
+		Status:      string(a.Status),
+		DecidedBy:   a.DecidedBy,
+		Reason:      a.Reason,
+	}
+	if len(a.Policy.Approvers) > 0 && approvers != nil {
+		c.Approvers = approvers(a.Policy.Approvers)
+	}
+	if a.Policy.ExcludeRequester {
+		if c.Approvers == "" {
+			c.Approvers = "anyone in this conversation"
+		}
+		c.Approvers += " (not the requester)"
+	}
+	if a.DecidedAt != nil {
+		c.DecidedAt = *a.DecidedAt
+	}
+	return c
+}

@@ -1,0 +1,145 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	approval "github.com/agentgate/agentgate/approvals"
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
+)
+
+// CommandReply is a slash command's answer, sent as the acknowledgement.
+type CommandReply struct {
+	ResponseType string `json:"response_type"` // "ephemeral": only the caller sees it
+	Text         string `json:"text"`
+}
+
+func ephemeral(format string, args ...any) CommandReply {
+	return CommandReply{ResponseType: "ephemeral", Text: fmt.Sprintf(format, args...)}
+}
+
+// command answers the slash command: run <routine> [extra input],
+// routines, approvals, help. The answer is ephemeral; a routine's output
+// is posted to the channel when its run finishes.
+func (h *Handler) command(ctx context.Context, req Request) (any, error) {
+	cmd, ic := req.Command, h.cfg.Interact
+	name := ic.Command
+	if name == "" {
+		name = "agentgate"
+	}
+	if cmd.Name != name {
+		return ephemeral("This app answers `/%s`, not `/%s`.", name, cmd.Name), nil
+	}
+	sub, rest, _ := strings.Cut(cmd.Text, " ")
+	rest = strings.TrimSpace(rest)
+	switch strings.ToLower(sub) {
+	case "", "help":
+		return ephemeral(commandHelp, name), nil
+	case "routines":
+		return h.listRoutines(ctx, name)
+	case "run":
+		return h.runRoutine(ctx, cmd, name, rest)
+	case "approvals":
+		return h.myApprovals(ctx, cmd)
+	}
+	return ephemeral("Unknown command `%s`.\n"+commandHelp, escapeMrkdwn(sub), name), nil
+}
+
+const commandHelp = "*/%[1]s* talks to agentgate:\n" +
+	"• `/%[1]s run <routine> [extra input]` runs a routine now; its output is posted here\n" +
+	"• `/%[1]s routines` lists the routines\n" +
+	"• `/%[1]s approvals` lists the requests waiting for your decision\n" +
+	"• `/%[1]s help` shows this\n" +
+	"Mention the bot in a channel or write to it directly to talk to an agent."
+
+func (h *Handler) listRoutines(ctx context.Context, name string) (any, error) {
+	rr := h.cfg.Interact.Routines
+	if rr == nil {
+		return ephemeral("Routines are not available on this gateway."), nil
+	}
+	page, err := rr.List(ctx, core.ListOptions{Limit: 50})
+	if err != nil {
+		return nil, err
+	}
+	if len(page.Items) == 0 {
+		return ephemeral("No routines are defined. Add them under `routines:` in the config file."), nil
+	}
+	var b strings.Builder
+	b.WriteString("*Routines*\n")
+	for _, r := range page.Items {
+		state := "on"
+		if !r.Enabled {
+			state = "off"
+		}
+		fmt.Fprintf(&b, "• `%s` (%s) — agent %s, `%s`", escapeMrkdwn(r.ID), state, escapeMrkdwn(r.AgentID), escapeMrkdwn(r.Schedule))
+		if r.Enabled && r.NextFireAt != nil {
+			b.WriteString(", next " + slackDate(*r.NextFireAt, "{date_short_pretty} {time}", r.NextFireAt.UTC().Format("Jan 2 15:04 UTC")))
+		}
+		b.WriteString("\n")
+	}
+	if page.NextCursor != "" {
+		b.WriteString("…and more; `agentgate routines list` shows all.\n")
+	}
+	fmt.Fprintf(&b, "Run one with `/%s run <routine>`.", name)
+	return ephemeral("%s", b.String()), nil
+}
+
+func (h *Handler) runRoutine(ctx context.Context, cmd *chat.Command, name, rest string) (any, error) {
+	rr := h.cfg.Interact.Routines
+	if rr == nil {
+		return ephemeral("Routines are not available on this gateway."), nil
+	}
+	id, extra, _ := strings.Cut(rest, " ")
+	if id == "" {
+		return ephemeral("Name the routine: `/%s run <routine> [extra input]`. `/%s routines` lists them.", name, name), nil
+	}
+	run, err := rr.TriggerIn(ctx, id, extra, cmd.UserID, core.Binding{
+		Platform: chat.PlatformSlack, Workspace: cmd.Workspace, Channel: cmd.Channel,
+	})
+	if errors.Is(err, core.ErrNotFound) {
+		return ephemeral("There is no routine `%s`. `/%s routines` lists them.", escapeMrkdwn(id), name), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	h.log.Info("slack command started routine", "routine", id, "run", run.ID, "user", cmd.UserID)
+	return ephemeral("Started routine `%s` (run `%s`). Its output will be posted in this channel.", escapeMrkdwn(id), run.ID), nil
+}
+
+// myApprovals lists the pending approvals the caller may decide.
+func (h *Handler) myApprovals(ctx context.Context, cmd *chat.Command) (any, error) {
+	st := h.cfg.Interact.Store
+	if st == nil {
+		return ephemeral("Approvals are not available on this gateway."), nil
+	}
+	var b strings.Builder
+	n := 0
+	opts := core.ApprovalFilter{Status: core.ApprovalPending, ListOptions: core.ListOptions{Limit: 200}}
+	page, err := st.ListApprovals(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range page.Items {
+		groups, err := h.groupsOf(ctx, a.Policy.Approvers, cmd.UserID)
+		if err != nil {
+			return nil, err
+		}
+		if approval.Allowed(a, cmd.UserID, groups) != nil {
+			continue
+		}
+		n++
+		fmt.Fprintf(&b, "• `%s` wants to run `%s` (approval `%s`, expires %s)\n", a.RunID, escapeMrkdwn(a.Tool), a.ID,
+			slackDate(a.ExpiresAt, "{date_short_pretty} {time}", a.ExpiresAt.UTC().Format("Jan 2 15:04 UTC")))
+	}
+	if n == 0 {
+		return ephemeral("Nothing is waiting for your decision."), nil
+	}
+	more := ""
+	if page.NextCursor != "" {
+		more = "…and maybe more: `agentgate approvals list` shows all.\n"
+	}
+	return ephemeral("*Waiting for your decision* (%d)\n%s%sDecide with the buttons in their threads, or `agentgate approvals approve|deny ID`.", n, b.String(), more), nil
+}
