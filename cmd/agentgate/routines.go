@@ -21,11 +21,13 @@ import (
 // newRoutines builds the routine scheduler on store and syncs the config
 // file's routines into it. The caller wires its OnFinish and Handlers into
 // the engine, passes it to the API and runs Start.
+// chatDeliver posts routine results to chat targets, by kind (nil: none).
 func newRoutines(ctx context.Context, cfg *config.Config, store interface {
 	core.RoutineStore
 	routine.RunReader
-}, clock core.Clock, log *slog.Logger) (*routine.Scheduler, error) {
-	rt, err := routine.New(routine.Config{Store: store, Runs: store, Clock: clock, Logger: log,
+	routine.SessionReader
+}, clock core.Clock, log *slog.Logger, chatDeliver map[string]routine.ChatDeliverer) (*routine.Scheduler, error) {
+	rt, err := routine.New(routine.Config{Store: store, Runs: store, Sessions: store, Chat: chatDeliver, Clock: clock, Logger: log,
 		Agents: slices.Sorted(maps.Keys(cfg.Agents))})
 	if err != nil {
 		return nil, err

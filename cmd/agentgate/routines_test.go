@@ -49,7 +49,7 @@ func routinesAPI(t *testing.T) (*httptest.Server, *sqlite.DB) {
 	}
 	t.Cleanup(func() { db.Close() })
 	clock := core.SystemClock{}
-	rt, err := newRoutines(t.Context(), cfg, db, clock, log)
+	rt, err := newRoutines(t.Context(), cfg, db, clock, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

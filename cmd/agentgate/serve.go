@@ -20,7 +20,9 @@ import (
 	"github.com/agentgate/agentgate/core/config"
 	"github.com/agentgate/agentgate/core/lease"
 	"github.com/agentgate/agentgate/core/metrics"
+	"github.com/agentgate/agentgate/core/routine"
 	"github.com/agentgate/agentgate/interfaces/api"
+	ichat "github.com/agentgate/agentgate/interfaces/chat"
 )
 
 // settings are the server's flags and environment, resolved.
@@ -239,15 +241,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rt, err := newRoutines(ctx, cfg, db, clock, log)
-	if err != nil {
-		return err
-	}
 	sw, err := newSlack(ctx, cfg, db, clock, log)
 	if err != nil {
 		return err
 	}
+	chatDeliver := map[string]routine.ChatDeliverer{}
+	renderers := map[string]ichat.ApprovalRenderer{}
+	if sw != nil {
+		chatDeliver[ichat.PlatformSlack] = sw.notifier
+		renderers[ichat.PlatformSlack] = sw.notifier
+	}
+	rt, err := newRoutines(ctx, cfg, db, clock, log, chatDeliver)
+	if err != nil {
+		return err
+	}
 	onFinish, handlers := rt.OnFinish, rt.Handlers()
+	maps.Copy(handlers, (&ichat.Approvals{Store: db, Renderers: renderers, Logger: log}).Handlers())
 	if sw != nil {
 		onFinish = finishHooks(rt.OnFinish, sw.replier.OnFinish)
 		maps.Copy(handlers, sw.replier.Handlers())
@@ -265,15 +274,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	aps := approval.New(approval.Config{Store: db, Hub: hub, Clock: clock, Logger: log, Observer: m})
 	extra := map[string]http.Handler{}
 	if sw != nil {
-		h, err := sw.newHandler(eng)
+		h, err := sw.newHandler(eng, aps, rt)
 		if err != nil {
 			return err
 		}
 		extra["POST /slack/events"] = h
 	}
-	aps := approval.New(approval.Config{Store: db, Hub: hub, Clock: clock, Logger: log, Observer: m})
 	handler := api.New(api.Config{
 		Engine: eng, Store: db, Approvals: aps, Keys: keys, Logger: log, Metrics: m.Handler(), Routines: rt, Extra: extra,
 		Ready: func(ctx context.Context) error { _, err := db.SchemaVersion(ctx); return err },

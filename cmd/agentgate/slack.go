@@ -16,8 +16,10 @@ import (
 // and the replier whose finish hook and job handler the engine runs.
 type slackWiring struct {
 	replier *slack.Replier
+	// notifier posts approval cards and routine results.
+	notifier *slack.Notifier
 	// handler is built once the engine exists (it submits runs to it).
-	newHandler func(eng *core.Engine) (http.Handler, error)
+	newHandler func(eng *core.Engine, aps slack.Decider, rt slack.RoutineRunner) (http.Handler, error)
 }
 
 // newSlack builds the Slack interface from interfaces.slack and the
@@ -48,9 +50,14 @@ func newSlack(ctx context.Context, cfg *config.Config, db storeDB, clock core.Cl
 	if err != nil {
 		return nil, err
 	}
+	notifier, err := slack.NewNotifier(slack.NotifierConfig{Store: db, Client: client, Clock: clock, Logger: log})
+	if err != nil {
+		return nil, err
+	}
 	log.Info("slack enabled", "team", who.TeamID, "bot_user", who.UserID)
-	return &slackWiring{replier: rep, newHandler: func(eng *core.Engine) (http.Handler, error) {
+	return &slackWiring{replier: rep, notifier: notifier, newHandler: func(eng *core.Engine, aps slack.Decider, rt slack.RoutineRunner) (http.Handler, error) {
 		return slack.NewHandler(slack.HandlerConfig{
+			Interact:      slack.InteractConfig{Approvals: aps, Store: db, Client: client, Routines: rt, Command: sc.CommandName()},
 			SigningSecret: secret, Engine: eng, Sessions: db, Logger: log,
 			Parser:       slack.Parser{BotUserID: who.UserID, BotID: who.BotID},
 			DefaultAgent: sc.DefaultAgent, Channels: sc.Channels,

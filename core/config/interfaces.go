@@ -25,6 +25,17 @@ type Slack struct {
 	// IgnoreBots ignores messages posted by other bots (the bot's own are
 	// always ignored). Default true.
 	IgnoreBots *bool `yaml:"ignore_bots"`
+	// Command is the slash command's name without the slash, as created in
+	// the Slack app. Default "agentgate".
+	Command string `yaml:"command"`
+}
+
+// CommandName reports Command with its default.
+func (s *Slack) CommandName() string {
+	if s.Command == "" {
+		return "agentgate"
+	}
+	return s.Command
 }
 
 // ThreadFollowUps reports ReplyInThreadWithoutMention with its default.
@@ -43,6 +54,8 @@ func (s *Slack) AgentFor(channel string) string {
 	return s.DefaultAgent
 }
 
+var slackCommandPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+
 var slackChannelPattern = regexp.MustCompile(`^[CGD][A-Z0-9]{2,}$`)
 
 // validateInterfaces returns the problems of the interfaces section.
@@ -60,6 +73,9 @@ func (c *Config) validateInterfaces() []string {
 		add("interfaces.slack.default_agent", "required: the agent that answers in Slack")
 	case !ok:
 		add("interfaces.slack.default_agent", "no agent %q in agents", s.DefaultAgent)
+	}
+	if s.Command != "" && !slackCommandPattern.MatchString(s.Command) {
+		add("interfaces.slack.command", "must be a slash command name without the slash, lower case letters, digits, - and _ (like agentgate), got %q", s.Command)
 	}
 	for _, ch := range sortedKeys(s.Channels) {
 		path := "interfaces.slack.channels." + ch
