@@ -1,0 +1,13 @@
+package slack
+
+import (
+	"testing"
+
+	"github.com/agentgate/agentgate/interfaces/chat"
+)
+
+func TestDenyModalGolden(t *testing.T) {
+	t.Parallel()
+	card := chat.ApprovalCard{ApprovalID: "apr_0123456789abcdef", Agent: "ops", Tool: "deploy"}
+	goldenJSON(t, "deny_modal", DenyModal(card, `{"approval_id":"apr_0123456789abcdef","channel":"C1"}`))
+}
