@@ -92,6 +92,15 @@ agents: {a: {model: {provider: openai, name: m, base_url: "localhost:11434"}}}`,
 		{"short api key", `
 server: {api_keys: [short]}
 agents: {a: {model: {provider: demo}}}`, "server.api_keys[0]: must be at least 16 characters"},
+		{"slack without default agent", `
+agents: {a: {model: {provider: demo}}}
+interfaces: {slack: {channels: {C0123OPS: a}}}`, "interfaces.slack.default_agent: required"},
+		{"slack channel name instead of id", `
+agents: {a: {model: {provider: demo}}}
+interfaces: {slack: {default_agent: a, channels: {"#ops": a}}}`, "interfaces.slack.channels.#ops: must be a Slack channel id"},
+		{"slash in slack command", `
+agents: {a: {model: {provider: demo}}}
+interfaces: {slack: {default_agent: a, command: /agentgate}}`, "interfaces.slack.command: must be a slash command name without the slash"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
