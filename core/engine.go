@@ -28,6 +28,34 @@ type nopObserver struct{}
 func (nopObserver) RunFinished(RunStatus)     {}
 func (nopObserver) ToolResumed(time.Duration) {}
 
+// ProgressSink shows one run's progress live while this node advances it, as
+// a chat adapter streaming the answer while the model writes it. It is best
+// effort and in-process: what must arrive goes through the jobs committed
+// with the run's state (OnFinish, approval jobs).
+type ProgressSink interface {
+	// Delta is a fragment of text the model streamed. It must not block.
+	Delta(text string)
+	// Close ends the display; it is called once. With ProgressFinished and
+	// ProgressPaused it is called before the change is committed, so nothing
+	// the sink sends lands after the jobs committed with the change started.
+	// It may block briefly, until a call in flight ends.
+	Close(reason ProgressEnd)
+}
+
+// ProgressEnd says why a ProgressSink is closed.
+type ProgressEnd string
+
+const (
+	// ProgressFinished: the run is about to finish (completed or failed).
+	ProgressFinished ProgressEnd = "finished"
+	// ProgressPaused: the run is about to pause for an approval.
+	ProgressPaused ProgressEnd = "paused"
+	// ProgressStopped: this node stopped advancing the run otherwise (a step
+	// failed and is retried, a commit failed, the run was cancelled, the
+	// claim was lost, shutdown). It may go on later, with a new sink.
+	ProgressStopped ProgressEnd = "stopped"
+)
+
 // EngineConfig configures an Engine. Store, Queue and Agents are required.
 type EngineConfig struct {
 	Store  Store
@@ -60,6 +88,14 @@ type EngineConfig struct {
 	// Handlers run jobs of kinds other than JobRun, by kind. An error
 	// retries the job with the queue's backoff.
 	Handlers map[string]func(ctx context.Context, job Job) error
+	// ExternalApproval is the approval rule of external runs (tool calls of
+	// agents outside the gateway, see SubmitExternal). Default: 15 minutes,
+	// anyone may decide.
+	ExternalApproval ApprovalRule
+	// Progress, when set, is called each time this node starts or resumes
+	// advancing run, and returns where to show its progress live; nil
+	// shows it nowhere.
+	Progress func(run Run) ProgressSink
 }
 
 // Engine advances runs from their journal: it calls the model, journals its
@@ -165,6 +201,11 @@ func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (Run, error) {
 	if _, ok := e.cfg.Agents[req.AgentID]; !ok {
 		return Run{}, fmt.Errorf("agent %q: %w", req.AgentID, ErrNotFound)
 	}
+	return e.submit(ctx, req)
+}
+
+// submit stores the run of req; more are journaled after its user message.
+func (e *Engine) submit(ctx context.Context, req SubmitRequest, more ...Event) (Run, error) {
 	if strings.TrimSpace(req.Input) == "" {
 		return Run{}, &InputError{Msg: "input: must not be empty"}
 	}
@@ -188,13 +229,15 @@ func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (Run, error) {
 	if platform == "" {
 		platform = req.Binding.Platform
 	}
-	ev := NewEvent(EventUserMessage, UserMessage{Text: req.Input, UserID: req.UserID})
-	ev.CreatedAt = now
+	evs := append([]Event{NewEvent(EventUserMessage, UserMessage{Text: req.Input, UserID: req.UserID})}, more...)
+	for i := range evs {
+		evs[i].CreatedAt = now
+	}
 	created, err := e.cfg.Store.CreateRun(ctx, NewRun{
 		Session: Session{ID: sid, AgentID: req.AgentID, UserID: req.UserID, Binding: req.Binding,
 			Title: title(req.Input), CreatedAt: now, UpdatedAt: now},
 		Run:       run,
-		Events:    []Event{ev},
+		Events:    evs,
 		Platform:  platform,
 		DedupeKey: req.DedupeKey,
 	})
@@ -448,7 +491,7 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 		return nil // an earlier run of the session goes first; finishing it enqueues this one
 	}
 	agent, ok := e.cfg.Agents[run.AgentID]
-	if !ok {
+	if !ok && run.Type != RunTypeExternal { // an external run's agent lives outside
 		e.finish(ctx, id, "", RunFailed, "", fmt.Sprintf("agent %q is not configured", run.AgentID), Usage{})
 		return nil
 	}
@@ -497,6 +540,10 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 	}, cancelCause)
 
 	r := &runner{e: e, agent: agent, run: run}
+	if e.cfg.Progress != nil {
+		r.progress = e.cfg.Progress(run)
+	}
+	defer r.endProgress(ProgressStopped)
 	err = r.loop(rctx)
 	if errors.Is(err, ErrRunFinished) || errors.Is(err, ErrClaimLost) {
 		return nil // cancelled or taken over: nothing more for us to do
@@ -562,10 +609,25 @@ func (e *Engine) finish(ctx context.Context, id, owner string, status RunStatus,
 
 // runner advances one claimed run.
 type runner struct {
-	e     *Engine
-	agent *Agent
-	run   Run
-	state journalState
+	e        *Engine
+	agent    *Agent
+	run      Run
+	state    journalState
+	progress ProgressSink // nil when nothing shows the run live
+}
+
+// endProgress closes the run's live display, if it is still open.
+func (r *runner) endProgress(reason ProgressEnd) {
+	if r.progress != nil {
+		r.progress.Close(reason)
+		r.progress = nil
+	}
+}
+
+// finish ends the live display, then the run.
+func (r *runner) finish(ctx context.Context, status RunStatus, output, errMsg string, usage Usage, first ...Event) error {
+	r.endProgress(ProgressFinished)
+	return r.e.finish(ctx, r.run.ID, r.e.cfg.NodeID, status, output, errMsg, usage, first...)
 }
 
 // journalState is the fold of a run's journal.
@@ -686,9 +748,12 @@ func (r *runner) loop(ctx context.Context) error {
 // step performs the next action the journal calls for; done means the run
 // paused or finished.
 func (r *runner) step(ctx context.Context) (done bool, err error) {
+	if r.run.Type == RunTypeExternal {
+		return r.externalStep(ctx)
+	}
 	s := &r.state
 	if s.last != nil && len(s.last.ToolCalls) == 0 {
-		return true, r.e.finish(ctx, r.run.ID, r.e.cfg.NodeID, RunCompleted, s.last.Text, "", s.usage)
+		return true, r.finish(ctx, RunCompleted, s.last.Text, "", s.usage)
 	}
 	if s.last != nil {
 		for _, call := range s.last.ToolCalls {
@@ -701,7 +766,7 @@ func (r *runner) step(ctx context.Context) (done bool, err error) {
 	// No answer yet, or every tool call has its result: ask the model.
 	if s.responses >= r.agent.maxSteps() {
 		msg := fmt.Sprintf("stopped after %d model calls (max_steps)", s.responses)
-		return true, r.e.finish(ctx, r.run.ID, r.e.cfg.NodeID, RunFailed, "", msg, s.usage)
+		return true, r.finish(ctx, RunFailed, "", msg, s.usage)
 	}
 	return r.callModel(ctx)
 }
@@ -714,9 +779,12 @@ func (r *runner) callModel(ctx context.Context) (done bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	hub := r.e.cfg.Hub
+	hub, sink := r.e.cfg.Hub, r.progress
 	resp, err := r.agent.Model.Generate(ctx, req, func(text string) {
 		hub.Publish(Update{RunID: r.run.ID, Delta: text})
+		if sink != nil {
+			sink.Delta(text)
+		}
 	})
 	if err != nil {
 		return false, fmt.Errorf("model: %w", err)
@@ -732,7 +800,7 @@ func (r *runner) callModel(ctx context.Context) (done bool, err error) {
 	ev := NewEvent(EventModelResponse, resp)
 	if len(resp.ToolCalls) == 0 {
 		usage := r.state.usage.Add(resp.Usage)
-		return true, r.e.finish(ctx, r.run.ID, r.e.cfg.NodeID, RunCompleted, resp.Text, "", usage, ev)
+		return true, r.finish(ctx, RunCompleted, resp.Text, "", usage, ev)
 	}
 	return false, r.append(ctx, ev)
 }
@@ -886,6 +954,7 @@ func (r *runner) requestApproval(ctx context.Context, call ToolCall, tool *Agent
 	})
 	paused := NewEvent(EventStatus, StatusChange{Status: RunPaused})
 	req.CreatedAt, paused.CreatedAt = now, now
+	r.endProgress(ProgressPaused)
 	if _, err := r.e.cfg.Store.PauseRun(ctx, r.run.ID, r.e.cfg.NodeID, a, []Event{req, paused}); err != nil {
 		return err
 	}

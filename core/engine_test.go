@@ -104,14 +104,19 @@ type harness struct {
 	aps    *approval.Service
 	agents map[string]*core.Agent
 	stop   func()
+	// progress, when set before start, is the engine's Progress hook.
+	progress func(core.Run) core.ProgressSink
 }
 
-func newHarness(t testing.TB, agents map[string]*core.Agent, opts sqlite.Options) *harness {
+func newHarness(t testing.TB, agents map[string]*core.Agent, opts sqlite.Options, with ...func(*harness)) *harness {
 	t.Helper()
 	h := &harness{t: t, path: filepath.Join(t.TempDir(), "agentgate.db"), agents: agents,
 		clock: &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}, hub: &core.Hub{}}
 	for id, a := range agents {
 		a.ID = id
+	}
+	for _, f := range with {
+		f(h)
 	}
 	h.start(opts)
 	return h
@@ -131,7 +136,8 @@ func (h *harness) start(opts sqlite.Options) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	eng, err := core.NewEngine(core.EngineConfig{Store: db, Queue: db, Agents: h.agents, Hub: h.hub, Clock: h.clock, Workers: 4, Logger: opts.Logger})
+	eng, err := core.NewEngine(core.EngineConfig{Store: db, Queue: db, Agents: h.agents, Hub: h.hub, Clock: h.clock, Workers: 4, Logger: opts.Logger,
+		Progress: h.progress})
 	if err != nil {
 		h.t.Fatal(err)
 	}

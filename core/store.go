@@ -34,7 +34,8 @@ var (
 )
 
 // DuplicateError is returned by CreateRun for a (platform, dedupe key) pair
-// already in the inbox. RunID is the run the first delivery created.
+// the inbox holds as processed. RunID is the run the first delivery created,
+// empty when the message was processed without a run.
 type DuplicateError struct {
 	Platform string
 	Key      string
@@ -42,6 +43,9 @@ type DuplicateError struct {
 }
 
 func (e *DuplicateError) Error() string {
+	if e.RunID == "" {
+		return fmt.Sprintf("%s message %s was processed already: %v", e.Platform, e.Key, ErrDuplicate)
+	}
 	return fmt.Sprintf("%s message %s already started run %s: %v", e.Platform, e.Key, e.RunID, ErrDuplicate)
 }
 
@@ -104,9 +108,13 @@ type NewRun struct {
 	Run Run
 	// Events are the run's first journal entries (the user message), seq 1..n.
 	Events []Event
-	// Platform and DedupeKey, when DedupeKey is set, are inserted into the
-	// inbox in the same transaction as the run: a second CreateRun with the
-	// same pair creates nothing and fails with a *DuplicateError.
+	// Platform and DedupeKey, when DedupeKey is set, name the inbox message
+	// the run is created for, and mark it processed in the same transaction
+	// as the run: a message appended by the ingest path (Inbox.AppendInbox)
+	// and still waiting, or one the inbox has never seen (inserted
+	// processed). A second CreateRun with the same pair, or one for a
+	// message processed without a run, creates nothing and fails with a
+	// *DuplicateError.
 	Platform  string
 	DedupeKey string
 }
@@ -235,8 +243,10 @@ func ApprovalJobFor(id string, status ApprovalStatus) Job {
 type Store interface {
 	// CreateRun creates the session if needed, the run (status queued), its
 	// first events and a JobRun job, atomically. With nr.DedupeKey set it
-	// also records (nr.Platform, nr.DedupeKey) in the inbox; a pair already
-	// there creates nothing and returns a *DuplicateError (ErrDuplicate).
+	// also marks the inbox message (nr.Platform, nr.DedupeKey) processed by
+	// this run, inserting it when the inbox does not hold it yet; a message
+	// processed already creates nothing and returns a *DuplicateError
+	// (ErrDuplicate).
 	CreateRun(ctx context.Context, nr NewRun) (Run, error)
 	GetRun(ctx context.Context, id string) (Run, error)
 	ListRuns(ctx context.Context, f RunFilter) (Page[Run], error)

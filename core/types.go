@@ -45,6 +45,11 @@ const (
 	RunTypeRoutine RunType = "routine"
 	RunTypeMCP     RunType = "mcp"
 	RunTypeSub     RunType = "sub"
+	// RunTypeExternal holds one tool call of an agent outside the gateway (a
+	// coding agent asking whether it may run a command) until a person
+	// decides it; the gateway runs no model and no tool for it (see
+	// Engine.SubmitExternal).
+	RunTypeExternal RunType = "external"
 )
 
 // Binding ties a session to a place on a platform (empty for API sessions).

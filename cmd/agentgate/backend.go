@@ -29,6 +29,7 @@ type storeDB interface {
 	core.Queue
 	core.RoutineStore
 	core.Outbox
+	core.Inbox
 	lease.Store
 	SchemaVersion(ctx context.Context) (int, error)
 	Close() error

@@ -37,6 +37,7 @@ import (
 )
 
 const benchHelp = `Usage: agentgate bench [flags]
+       agentgate bench slack-ingest [flags]   (Slack Events API ingestion; see its --help)
 
 Starts --replicas agentgate servers (this binary, or --server-bin) against a
 built-in fake OpenAI model with no delay and a fake tool endpoint, drives them
@@ -69,8 +70,8 @@ Flags:
                        server's default)
   --server-bin PATH    the agentgate binary to run (default: this one)
 
-The servers inherit AGENTGATE_SQLITE_SYNC; every other AGENTGATE_ variable is
-removed from their environment.
+The servers inherit AGENTGATE_SQLITE_SYNC; every other AGENTGATE_ variable, and
+the OPENAI_ and SLACK_ ones, are removed from their environment.
 `
 
 // benchOptions are the bench's flags, resolved.
@@ -86,7 +87,8 @@ type benchOptions struct {
 	redisURL    string
 	workers     int
 	serverBin   string
-	command     string // the command line, for the report
+	command     string   // the command line, for the report
+	env         []string // more environment for the servers (KEY=value)
 }
 
 func (o benchOptions) embedded() bool { return o.databaseURL == "" }
@@ -144,18 +146,11 @@ func parseBenchOptions(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.StringVar(&o.redisURL, "redis-url", "", "Redis URL")
 	fs.IntVar(&o.workers, "workers", 0, "server.workers")
 	fs.StringVar(&o.serverBin, "server-bin", "", "agentgate binary")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return o, err
-		}
-		return o, &usageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return o, &usageError{fmt.Sprintf("bench takes no arguments, got %q", fs.Args())}
+	set, err := benchParseFlags(fs, args)
+	if err != nil {
+		return o, err
 	}
 	if o.quick {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if !set["runs"] {
 			o.runs = 50
 		}
@@ -183,6 +178,23 @@ func parseBenchOptions(args []string, stderr io.Writer) (benchOptions, error) {
 	return o, nil
 }
 
+// benchParseFlags parses args with fs, which takes no arguments, and
+// returns the flags given explicitly (they win over --quick's defaults).
+func benchParseFlags(fs *flag.FlagSet, args []string) (set map[string]bool, err error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, &usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return nil, &usageError{fmt.Sprintf("%s takes no arguments, got %q", fs.Name(), fs.Args())}
+	}
+	set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set, nil
+}
+
 // benchCommandLine is the command as a user would type it again.
 func benchCommandLine(args []string) string {
 	parts := []string{"agentgate", "bench"}
@@ -197,7 +209,14 @@ func benchCommandLine(args []string) string {
 
 // bench runs the benchmark and writes the report to stdout.
 func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	err := runBench(ctx, args, stdout, stderr)
+	run := runBench
+	if len(args) > 0 && args[0] == "slack-ingest" {
+		run, args = benchSlackIngest, args[1:]
+	}
+	err := run(ctx, args, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
 	if err != nil && ctx.Err() != nil {
 		return errors.New("bench: interrupted; the servers were stopped")
 	}
@@ -206,24 +225,12 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseBenchOptions(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
+		return err // bench answers flag.ErrHelp with nil
+	}
+	var tmp string
+	if o.serverBin, tmp, err = benchSetup(o.serverBin); err != nil {
 		return err
-	}
-	if o.serverBin == "" {
-		if o.serverBin, err = os.Executable(); err != nil {
-			return fmt.Errorf("bench: find this binary to start servers (give --server-bin): %w", err)
-		}
-		if b := filepath.Base(o.serverBin); strings.HasSuffix(b, ".test") || strings.HasSuffix(b, ".test.exe") {
-			// A test binary would run its tests instead of `serve`.
-			return &usageError{fmt.Sprintf("bench: %s is a test binary, not agentgate; give --server-bin with the agentgate binary", b)}
-		}
-	}
-	tmp, err := os.MkdirTemp("", "agentgate-bench-")
-	if err != nil {
-		return fmt.Errorf("bench: temp dir: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 
@@ -235,14 +242,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	toolSrv := httptest.NewServer(tools)
 	defer toolSrv.Close()
 
-	cfgPath := filepath.Join(tmp, "agentgate.yaml")
-	if err := os.WriteFile(cfgPath, []byte(benchConfig(modelURL, toolSrv.URL+"/deploy", o.workers)), 0o600); err != nil {
-		return fmt.Errorf("bench: write config: %w", err)
-	}
-
 	progress := func(format string, a ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", a...) }
 	progress("starting %d %s server(s) from %s", o.replicas, o.mode(), o.serverBin)
-	reps, err := startBenchReplicas(ctx, o, cfgPath, tmp)
+	reps, err := startBenchReplicas(ctx, o, benchConfig(modelURL, toolSrv.URL+"/deploy", o.workers), tmp)
 	defer stopBenchReplicas(reps)
 	if err != nil {
 		return err
@@ -280,12 +282,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		rep.journal = append(rep.journal, j)
 	}
 	for _, r := range reps {
-		r.peakRSS, r.rssErr = benchProcStatus(r.cmd.Process.Pid, "VmHWM")
-		select {
-		case <-r.exited:
-			r.rssErr = fmt.Errorf("the server exited during the bench: %v (log: %s)", r.waitErr, benchTail(r.logPath))
-		default:
-		}
+		r.peakRSS, r.rssErr = r.peak()
 	}
 	rep.replicas = reps
 	rep.toolCalls, rep.toolRepeats = tools.counts()
@@ -296,6 +293,25 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		rep.writeMarkdown(stdout)
 	}
 	return nil
+}
+
+// benchSetup returns the agentgate binary the bench starts (the one given,
+// or this one) and a new temp dir for the servers' config, data and logs,
+// which the caller removes.
+func benchSetup(serverBin string) (bin, tmp string, err error) {
+	if bin = serverBin; bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return "", "", fmt.Errorf("bench: find this binary to start servers (give --server-bin): %w", err)
+		}
+		if b := filepath.Base(bin); strings.HasSuffix(b, ".test") || strings.HasSuffix(b, ".test.exe") {
+			// A test binary would run its tests instead of `serve`.
+			return "", "", &usageError{fmt.Sprintf("bench: %s is a test binary, not agentgate; give --server-bin with the agentgate binary", b)}
+		}
+	}
+	if tmp, err = os.MkdirTemp("", "agentgate-bench-"); err != nil {
+		return "", "", fmt.Errorf("bench: temp dir: %w", err)
+	}
+	return bin, tmp, nil
 }
 
 // The fake model and tool.
@@ -426,7 +442,13 @@ type benchReplica struct {
 	rssErr           error
 }
 
-func startBenchReplicas(ctx context.Context, o benchOptions, cfgPath, tmp string) ([]*benchReplica, error) {
+// startBenchReplicas writes config to tmp and starts o.replicas servers on
+// it, each with a data dir and a log in tmp, and waits until they are ready.
+func startBenchReplicas(ctx context.Context, o benchOptions, config, tmp string) ([]*benchReplica, error) {
+	cfgPath := filepath.Join(tmp, "agentgate.yaml")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
+		return nil, fmt.Errorf("bench: write config: %w", err)
+	}
 	env := benchEnv(o)
 	var reps []*benchReplica
 	for i := range o.replicas {
@@ -468,16 +490,19 @@ func startBenchReplicas(ctx context.Context, o benchOptions, cfgPath, tmp string
 }
 
 // benchEnv is this process's environment without AGENTGATE_ settings (but
-// AGENTGATE_SQLITE_SYNC) or provider settings, plus the store and queue URLs.
+// AGENTGATE_SQLITE_SYNC), provider or Slack settings, plus o.env and the
+// store and queue URLs.
 func benchEnv(o benchOptions) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if (strings.HasPrefix(k, "AGENTGATE_") && k != "AGENTGATE_SQLITE_SYNC") || strings.HasPrefix(k, "OPENAI_") {
+		if (strings.HasPrefix(k, "AGENTGATE_") && k != "AGENTGATE_SQLITE_SYNC") || strings.HasPrefix(k, "OPENAI_") ||
+			strings.HasPrefix(k, "SLACK_") {
 			continue
 		}
 		env = append(env, kv)
 	}
+	env = append(env, o.env...)
 	if o.databaseURL != "" {
 		env = append(env, "AGENTGATE_DATABASE_URL="+o.databaseURL)
 	}
@@ -556,6 +581,17 @@ func benchTail(path string) string {
 		b = b[len(b)-max:]
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// peak returns the server's peak RSS so far, or why there is none (it
+// exited during the bench).
+func (r *benchReplica) peak() (int64, error) {
+	select {
+	case <-r.exited:
+		return 0, fmt.Errorf("the server exited during the bench: %v (log: %s)", r.waitErr, benchTail(r.logPath))
+	default:
+	}
+	return benchProcStatus(r.cmd.Process.Pid, "VmHWM")
 }
 
 // benchProcStatus reads a size field (VmRSS, VmHWM) of /proc/PID/status in bytes.
@@ -1004,11 +1040,16 @@ func (r *benchReport) title() string {
 	return fmt.Sprintf("agentgate bench (%s, %d %s)", r.opts.mode(), r.opts.replicas, plural(r.opts.replicas, "replica", "replicas"))
 }
 
-func (r *benchReport) setup() string {
-	store := "SQLite (synchronous=" + strings.ToLower(envOr("AGENTGATE_SQLITE_SYNC", "full")) + ")"
-	if r.opts.databaseURL != "" {
-		store = "PostgreSQL"
+// setupStore names the servers' store.
+func (o benchOptions) setupStore() string {
+	if o.databaseURL != "" {
+		return "PostgreSQL"
 	}
+	return "SQLite (synchronous=" + strings.ToLower(envOr("AGENTGATE_SQLITE_SYNC", "full")) + ")"
+}
+
+func (r *benchReport) setup() string {
+	store := r.opts.setupStore()
 	queue := "embedded queue"
 	if r.opts.redisURL != "" {
 		queue = "Redis Streams"

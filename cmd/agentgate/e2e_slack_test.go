@@ -57,11 +57,13 @@ interfaces:
 `, toolURL, slackAna))
 }
 
-func startSlackGateway(t *testing.T, fake *slacktest.Server, toolURL string) *gateway {
+func startSlackGateway(t *testing.T, fake *slacktest.Server, toolURL string, env ...string) *gateway {
 	t.Helper()
-	return startGateway(t, gatewayOptions{config: slackConfig(t, toolURL), env: []string{
-		"SLACK_SIGNING_SECRET=" + slackSecret, "SLACK_BOT_TOKEN=" + fake.Token, "SLACK_API_URL=" + fake.URL,
-	}})
+	if len(env) == 0 {
+		env = []string{"SLACK_SIGNING_SECRET=" + slackSecret}
+	}
+	return startGateway(t, gatewayOptions{config: slackConfig(t, toolURL), env: append(env,
+		"SLACK_BOT_TOKEN="+fake.Token, "SLACK_API_URL="+fake.URL)})
 }
 
 // slackPost sends body to /slack/events signed at ts (zero: now) with extra
@@ -114,8 +116,13 @@ func mentionEvent(eventType, eventID, user, text, ts string) []byte {
 	return b
 }
 
-// buttonClick is the block_actions payload of a click on an approval card.
+// buttonClick is the form Slack posts for a click on an approval card.
 func buttonClick(user, action string, card slacktest.Message, approvalID string) []byte {
+	return []byte("payload=" + url.QueryEscape(string(clickPayload(user, action, card, approvalID))))
+}
+
+// clickPayload is the block_actions payload of a click on an approval card.
+func clickPayload(user, action string, card slacktest.Message, approvalID string) json.RawMessage {
 	p := map[string]any{
 		"type": "block_actions", "api_app_id": "A0AGENTGATE", "token": "9s8d9as89d8as9d8as989",
 		"user":      map[string]any{"id": user, "username": strings.ToLower(user), "team_id": slacktest.DefaultTeamID},
@@ -131,7 +138,7 @@ func buttonClick(user, action string, card slacktest.Message, approvalID string)
 			"value": approvalID, "action_ts": "1700000200.000100", "text": map[string]any{"type": "plain_text", "text": action}}},
 	}
 	b, _ := json.Marshal(p)
-	return []byte("payload=" + url.QueryEscape(string(b)))
+	return b
 }
 
 // slashCommand is the form Slack posts for /agentgate <text>.
@@ -298,5 +305,61 @@ func TestSlackEndToEnd(t *testing.T) {
 	status, ack = g.slackPost(slashCommand(slackBob, "run no-such-routine"), time.Time{}, nil)
 	if status != http.StatusOK || !strings.Contains(string(ack), "There is no routine") {
 		t.Errorf("unknown routine: %d %s, want an ephemeral explanation", status, ack)
+	}
+}
+
+// Socket Mode: no HTTP ingress; the same mention → card → click → answer.
+func TestSlackSocketModeEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	fake := slacktest.New(t)
+	tool := newToolServer(t)
+	g := startSlackGateway(t, fake, tool.URL, "SLACK_APP_TOKEN="+fake.AppToken)
+	if !fake.SocketConnected(1, pollTimeout) {
+		t.Fatal("the gateway did not open a Socket Mode connection")
+	}
+	const ts = "1700000300.000100"
+	mention := json.RawMessage(mentionEvent("app_mention", "Ev0SOCKET1", slackBob, "deploy web to staging", ts))
+	first := fake.SocketSend("events_api", mention)
+	if _, ok := fake.SocketAck(first, pollTimeout); !ok {
+		t.Fatal("the mention was not acknowledged")
+	}
+	if _, ok := fake.SocketAck(fake.SocketRetry(first), pollTimeout); !ok {
+		t.Fatal("the redelivery was not acknowledged")
+	}
+	var card slacktest.Message
+	var approvalID string
+	eventually(t, "the approval card in the thread", func() (bool, string) {
+		var ok bool
+		card, approvalID, ok = cardIn(fake, ts)
+		return ok && approvalID != "", fmt.Sprintf("%+v", fake.Replies(slackChannel, ts))
+	})
+	if _, ok := fake.SocketAck(fake.SocketSend("interactive", clickPayload(slackAna, "approve", card, approvalID)), pollTimeout); !ok {
+		t.Fatal("the click was not acknowledged")
+	}
+	eventually(t, "the answer in the thread", func() (bool, string) {
+		for _, m := range fake.Replies(slackChannel, ts) {
+			if strings.Contains(m.Text, "deploy tool returned") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", fake.Replies(slackChannel, ts))
+	})
+	if n := len(tool.Requests()); n != 1 {
+		t.Errorf("tool called %d times, want once", n)
+	}
+	cards := 0
+	for _, m := range fake.Replies(slackChannel, ts) {
+		if strings.Contains(string(m.Blocks), "approval_summary") {
+			cards++
+		}
+	}
+	if cards != 1 {
+		t.Errorf("%d approval cards for one mention delivered twice, want 1", cards)
+	}
+	// With no signing secret, HTTP requests are refused even when signed.
+	if status, _ := g.slackPost(mentionEvent("app_mention", "Ev0HTTP1", slackBob, "hello", "1700000400.000100"), time.Time{}, nil); status != http.StatusUnauthorized {
+		t.Errorf("HTTP event without SLACK_SIGNING_SECRET: status %d, want 401", status)
 	}
 }

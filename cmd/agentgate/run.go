@@ -38,6 +38,8 @@ Usage:
   agentgate runs show ID
   agentgate routines list|run ID [INPUT]|enable ID|disable ID|history ID
   agentgate bench [--quick] [--markdown] [--replicas N] [--database-url URL --redis-url URL]
+  agentgate bench slack-ingest [--quick] [--markdown] [--duration D] [--clients N]
+  agentgate mcp [--server URL --api-key KEY]   MCP over stdio (Claude Desktop, Claude Code, Cursor)
 
 Client commands (chat, approvals, runs, routines) talk to a running gateway:
   --server URL   (env AGENTGATE_URL, default http://127.0.0.1:8080)
@@ -71,6 +73,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return routinesCmd(ctx, rest, stdout, stderr)
 	case "bench":
 		return bench(ctx, rest, stdout, stderr)
+	case "mcp":
+		return mcpCmd(ctx, rest, stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -241,7 +241,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sw, err := newSlack(ctx, cfg, db, clock, log)
+	sw, err := newSlack(ctx, cfg, db, s.nodeID, clock, log)
 	if err != nil {
 		return err
 	}
@@ -257,9 +257,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	onFinish, handlers := rt.OnFinish, rt.Handlers()
 	maps.Copy(handlers, (&ichat.Approvals{Store: db, Renderers: renderers, Logger: log}).Handlers())
+	var progress func(core.Run) core.ProgressSink
 	if sw != nil {
 		onFinish = finishHooks(rt.OnFinish, sw.replier.OnFinish)
 		maps.Copy(handlers, sw.replier.Handlers())
+		progress = sw.replier.Progress // Slack answers show live while written
+	}
+	ms, err := mcpFromEnv()
+	if err != nil {
+		return err
 	}
 	m := metrics.New(db, b.queue, log)
 	hub := &core.Hub{}
@@ -269,7 +275,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	eng, err := core.NewEngine(core.EngineConfig{
 		Store: db, Queue: b.queue, Agents: agents, Hub: hub, Clock: clock, Logger: log,
 		Observer: m, NodeID: s.nodeID, Workers: cfg.Server.Workers, JanitorInterval: b.janitor, ClaimTTL: s.claimTTL,
-		OnFinish: onFinish, Handlers: handlers,
+		OnFinish: onFinish, Handlers: handlers, Progress: progress, ExternalApproval: ms.approval,
 	})
 	if err != nil {
 		return err
@@ -282,10 +288,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		extra["POST /slack/events"] = h
+		b.services = append(b.services, h.Start) // the inbox writer and processor
+		if sw.socket != nil {
+			b.services = append(b.services, func(ctx context.Context) error { return sw.socket(ctx, h) })
+		}
 	}
 	handler := api.New(api.Config{
 		Engine: eng, Store: db, Approvals: aps, Keys: keys, Logger: log, Metrics: m.Handler(), Routines: rt, Extra: extra,
-		Ready: func(ctx context.Context) error { _, err := db.SchemaVersion(ctx); return err },
+		Protected: map[string]http.Handler{"/mcp": mcpHandler(ms, eng, db, aps, rt, keys, log)},
+		Ready:     func(ctx context.Context) error { _, err := db.SchemaVersion(ctx); return err },
 	})
 
 	ln, err := net.Listen("tcp", s.addr)

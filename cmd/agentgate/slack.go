@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
+	"strings"
 
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/core/config"
@@ -18,25 +18,32 @@ type slackWiring struct {
 	replier *slack.Replier
 	// notifier posts approval cards and routine results.
 	notifier *slack.Notifier
-	// handler is built once the engine exists (it submits runs to it).
-	newHandler func(eng *core.Engine, aps slack.Decider, rt slack.RoutineRunner) (http.Handler, error)
+	// handler is built once the engine exists (it submits runs to it); its
+	// Start runs the inbox writer and processor.
+	newHandler func(eng *core.Engine, aps slack.Decider, rt slack.RoutineRunner) (*slack.Handler, error)
+	// socket, set when SLACK_APP_TOKEN is, receives events, clicks and slash
+	// commands over Socket Mode into the handler that serves /slack/events,
+	// until ctx ends; serve runs it beside the HTTP server.
+	socket func(ctx context.Context, h *slack.Handler) error
 }
 
 // newSlack builds the Slack interface from interfaces.slack and the
 // SLACK_* environment; nil when interfaces.slack is not configured.
-func newSlack(ctx context.Context, cfg *config.Config, db storeDB, clock core.Clock, log *slog.Logger) (*slackWiring, error) {
+func newSlack(ctx context.Context, cfg *config.Config, db storeDB, nodeID string, clock core.Clock, log *slog.Logger) (*slackWiring, error) {
 	sc := cfg.Interfaces.Slack
 	if sc == nil {
 		return nil, nil
 	}
-	secret, token := os.Getenv("SLACK_SIGNING_SECRET"), os.Getenv("SLACK_BOT_TOKEN")
-	for _, v := range []struct{ name, val, what string }{
-		{"SLACK_SIGNING_SECRET", secret, "the app's signing secret (Basic Information → App Credentials)"},
-		{"SLACK_BOT_TOKEN", token, "the app's bot token, xoxb-… (OAuth & Permissions)"},
-	} {
-		if v.val == "" {
-			return nil, &usageError{fmt.Sprintf("interfaces.slack is configured but %s is not set: set it to %s", v.name, v.what)}
-		}
+	secret, token, appToken := os.Getenv("SLACK_SIGNING_SECRET"), os.Getenv("SLACK_BOT_TOKEN"), os.Getenv("SLACK_APP_TOKEN")
+	switch {
+	case token == "":
+		return nil, &usageError{"interfaces.slack is configured but SLACK_BOT_TOKEN is not set: set it to the app's bot token, xoxb-… (OAuth & Permissions)"}
+	case appToken != "" && !strings.HasPrefix(appToken, "xapp-"):
+		return nil, &usageError{"SLACK_APP_TOKEN: must be the app-level token, xapp-… (Basic Information → App-Level Tokens, " +
+			"scope connections:write); unset it to receive events over HTTP at /slack/events"}
+	case secret == "" && appToken == "":
+		return nil, &usageError{"interfaces.slack is configured but neither SLACK_SIGNING_SECRET (events over HTTP at /slack/events: " +
+			"the app's signing secret, Basic Information → App Credentials) nor SLACK_APP_TOKEN (Socket Mode: xapp-…) is set"}
 	}
 	client, err := slack.NewClient(slack.ClientConfig{Token: token, APIURL: os.Getenv("SLACK_API_URL"), Logger: log})
 	if err != nil {
@@ -54,16 +61,26 @@ func newSlack(ctx context.Context, cfg *config.Config, db storeDB, clock core.Cl
 	if err != nil {
 		return nil, err
 	}
-	log.Info("slack enabled", "team", who.TeamID, "bot_user", who.UserID)
-	return &slackWiring{replier: rep, notifier: notifier, newHandler: func(eng *core.Engine, aps slack.Decider, rt slack.RoutineRunner) (http.Handler, error) {
+	log.Info("slack enabled", "team", who.TeamID, "bot_user", who.UserID, "socket_mode", appToken != "")
+	sw := &slackWiring{replier: rep, notifier: notifier, newHandler: func(eng *core.Engine, aps slack.Decider, rt slack.RoutineRunner) (*slack.Handler, error) {
 		return slack.NewHandler(slack.HandlerConfig{
 			Interact:      slack.InteractConfig{Approvals: aps, Store: db, Client: client, Routines: rt, Command: sc.CommandName()},
-			SigningSecret: secret, Engine: eng, Sessions: db, Logger: log,
+			SigningSecret: secret, Engine: eng, Sessions: db, Logger: log, Inbox: db, NodeID: nodeID,
 			Parser:       slack.Parser{BotUserID: who.UserID, BotID: who.BotID},
 			DefaultAgent: sc.DefaultAgent, Channels: sc.Channels,
 			ThreadFollowUps: sc.ThreadFollowUps(), IgnoreBots: sc.IgnoresBots(),
 		})
-	}}, nil
+	}}
+	if appToken != "" {
+		sw.socket = func(ctx context.Context, h *slack.Handler) error {
+			sock, err := slack.NewSocket(slack.SocketConfig{AppToken: appToken, APIURL: os.Getenv("SLACK_API_URL"), Dispatcher: h, Logger: log})
+			if err != nil {
+				return err
+			}
+			return sock.Start(ctx)
+		}
+	}
+	return sw, nil
 }
 
 // finishHooks calls every hook and concatenates their jobs.

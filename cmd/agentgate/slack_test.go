@@ -12,19 +12,21 @@ import (
 func TestSlackNeedsCredentials(t *testing.T) {
 	cfg := config.Default()
 	cfg.Interfaces.Slack = &config.Slack{DefaultAgent: "demo"}
-	for _, tc := range []struct{ secret, token, want string }{
-		{"", "xoxb-1", "SLACK_SIGNING_SECRET is not set"},
-		{"s3cret", "", "SLACK_BOT_TOKEN is not set"},
+	for _, tc := range []struct{ secret, token, app, want string }{
+		{"", "xoxb-1", "", "neither SLACK_SIGNING_SECRET"},
+		{"s3cret", "", "", "SLACK_BOT_TOKEN is not set"},
+		{"s3cret", "xoxb-1", "xoxb-2", "SLACK_APP_TOKEN: must be the app-level token, xapp-"},
 	} {
 		t.Setenv("SLACK_SIGNING_SECRET", tc.secret)
 		t.Setenv("SLACK_BOT_TOKEN", tc.token)
-		_, err := newSlack(t.Context(), cfg, nil, core.SystemClock{}, slog.New(slog.DiscardHandler))
+		t.Setenv("SLACK_APP_TOKEN", tc.app)
+		_, err := newSlack(t.Context(), cfg, nil, "local", core.SystemClock{}, slog.New(slog.DiscardHandler))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("newSlack = %v, want an error saying %q", err, tc.want)
 		}
 	}
 	cfg.Interfaces.Slack = nil
-	if sw, err := newSlack(t.Context(), cfg, nil, core.SystemClock{}, slog.New(slog.DiscardHandler)); sw != nil || err != nil {
+	if sw, err := newSlack(t.Context(), cfg, nil, "local", core.SystemClock{}, slog.New(slog.DiscardHandler)); sw != nil || err != nil {
 		t.Errorf("without interfaces.slack: %v, %v; want nothing", sw, err)
 	}
 }

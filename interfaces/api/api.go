@@ -4,7 +4,9 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +44,9 @@ type Config struct {
 	// Extra are more routes by ServeMux pattern (e.g. "POST /slack/events"),
 	// outside /api/ and its API keys: they authenticate their own requests.
 	Extra map[string]http.Handler
+	// Protected are more routes by ServeMux pattern (e.g. "/mcp") behind the
+	// API keys, like /api/: Caller tells their handlers who is calling.
+	Protected map[string]http.Handler
 }
 
 type server struct {
@@ -91,10 +96,30 @@ func New(cfg Config) http.Handler {
 	for pattern, h := range cfg.Extra {
 		mux.Handle(pattern, h)
 	}
+	for pattern, h := range cfg.Protected {
+		mux.Handle(pattern, s.auth(h))
+	}
 	return mux
 }
 
-// auth checks the bearer key in constant time when keys are configured.
+// KeyName names an API key without revealing it: "key-" and the first 8 hex
+// digits of its SHA-256 (`printf %s "$KEY" | sha256sum | cut -c1-8`).
+func KeyName(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "key-" + hex.EncodeToString(sum[:4])
+}
+
+type callerKey struct{}
+
+// Caller is who sent an authenticated request: the KeyName of the API key
+// it carried, or "" when the API is open (no keys configured).
+func Caller(ctx context.Context) string {
+	name, _ := ctx.Value(callerKey{}).(string)
+	return name
+}
+
+// auth checks the bearer key in constant time when keys are configured, and
+// passes the key's name on (Caller).
 func (s *server) auth(next http.Handler) http.Handler {
 	if len(s.cfg.Keys) == 0 {
 		return next
@@ -111,7 +136,7 @@ func (s *server) auth(next http.Handler) http.Handler {
 				match |= subtle.ConstantTimeCompare([]byte(got), k)
 			}
 			if match == 1 {
-				next.ServeHTTP(w, r)
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, KeyName(got))))
 				return
 			}
 		}
@@ -132,8 +157,8 @@ func (s *server) ready(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// agentView is an agent as the API shows it.
-type agentView struct {
+// AgentView is an agent as the API shows it.
+type AgentView struct {
 	ID          string     `json:"id"`
 	Description string     `json:"description"`
 	Model       modelView  `json:"model"`
@@ -152,36 +177,46 @@ type toolView struct {
 	ApprovalRequired bool            `json:"approval_required"`
 }
 
-func (s *server) listAgents(w http.ResponseWriter, r *http.Request) {
-	items := []agentView{}
-	for _, a := range s.cfg.Engine.Agents() {
-		v := agentView{ID: a.ID, Description: a.Description, Model: modelView{Provider: a.Provider, Name: a.ModelName}, Tools: []toolView{}}
+// ViewAgents returns the agents as the API shows them.
+func ViewAgents(agents []*core.Agent) []AgentView {
+	items := []AgentView{}
+	for _, a := range agents {
+		v := AgentView{ID: a.ID, Description: a.Description, Model: modelView{Provider: a.Provider, Name: a.ModelName}, Tools: []toolView{}}
 		for _, t := range a.Tools {
 			v.Tools = append(v.Tools, toolView{Name: t.Spec.Name, Description: t.Spec.Description,
 				Parameters: t.Spec.Parameters, ApprovalRequired: t.Approval.Required})
 		}
 		items = append(items, v)
 	}
-	writeJSON(w, http.StatusOK, core.Page[agentView]{Items: items})
+	return items
 }
 
-// runView is a run with its pending approvals.
-type runView struct {
+func (s *server) listAgents(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, core.Page[AgentView]{Items: ViewAgents(s.cfg.Engine.Agents())})
+}
+
+// RunView is a run as the API shows it: with its pending approvals.
+type RunView struct {
 	core.Run
 	PendingApprovals []core.Approval `json:"pending_approvals"`
 }
 
-func (s *server) view(ctx context.Context, run core.Run) (runView, error) {
-	v := runView{Run: run, PendingApprovals: []core.Approval{}}
+// ViewRun returns run with its pending approvals (none unless it is paused).
+func ViewRun(ctx context.Context, st core.Store, run core.Run) (RunView, error) {
+	v := RunView{Run: run, PendingApprovals: []core.Approval{}}
 	if run.Status != core.RunPaused {
 		return v, nil
 	}
-	p, err := s.cfg.Store.ListApprovals(ctx, core.ApprovalFilter{RunID: run.ID, Status: core.ApprovalPending})
+	p, err := st.ListApprovals(ctx, core.ApprovalFilter{RunID: run.ID, Status: core.ApprovalPending})
 	if err != nil {
 		return v, err
 	}
 	v.PendingApprovals = p.Items
 	return v, nil
+}
+
+func (s *server) view(ctx context.Context, run core.Run) (RunView, error) {
+	return ViewRun(ctx, s.cfg.Store, run)
 }
 
 var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)

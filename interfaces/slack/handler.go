@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/agentgate/agentgate/core"
@@ -31,7 +33,9 @@ type SessionGetter interface {
 
 // HandlerConfig configures the Events API handler.
 type HandlerConfig struct {
-	// SigningSecret verifies requests (SLACK_SIGNING_SECRET). Required.
+	// SigningSecret verifies HTTP requests (SLACK_SIGNING_SECRET). Empty
+	// when events come over Socket Mode only: then every HTTP request is
+	// refused.
 	SigningSecret string
 	// Parser knows the bot's ids, to tell its own messages and mentions.
 	Parser   Parser
@@ -50,24 +54,37 @@ type HandlerConfig struct {
 	Logger     *slog.Logger
 	// Interact serves approval clicks and slash commands (interact.go).
 	Interact InteractConfig
+	// Inbox, when set, makes messages inbox-first: a message for the bot is
+	// appended to this durable inbox (concurrent requests in one
+	// transaction; retries and the app_mention + message pair of one post
+	// stored once) and then acknowledged; Start's processor starts its run
+	// afterwards. Without it the run is created before the acknowledgement,
+	// one transaction per message.
+	Inbox core.Inbox
+	// NodeID names this node in inbox claims (AGENTGATE_NODE_ID); a
+	// restarted node that keeps its name takes its claimed messages back at
+	// once. Default "local".
+	NodeID string
 	// Now is the clock for the signature's time window; default time.Now.
 	Now func() time.Time
 }
 
-// Handler serves POST /slack/events: it verifies the request, turns a
-// message for the bot into a run (the inbox dedupes Slack's retries and the
-// app_mention + message pair of one post) and acknowledges at once; the
-// answer is posted later by the Replier.
+// Handler serves POST /slack/events: it verifies the request, stores a
+// message for the bot in the durable inbox (which dedupes Slack's retries and
+// the app_mention + message pair of one post) and acknowledges at once; its
+// inbox processor (Start) turns the message into a run, and the Replier
+// posts the answer.
 type Handler struct {
 	cfg HandlerConfig
 	log *slog.Logger
+	// With an inbox: the group-commit writer and the processor (ingest.go).
+	writer *core.InboxWriter
+	proc   *core.InboxProcessor
 }
 
 // NewHandler checks cfg and returns the handler.
 func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	switch {
-	case cfg.SigningSecret == "":
-		return nil, errors.New("slack: signing secret is empty: set SLACK_SIGNING_SECRET to the app's signing secret")
 	case cfg.Engine == nil || cfg.Sessions == nil:
 		return nil, errors.New("slack: handler needs an engine and a session store")
 	case cfg.DefaultAgent == "":
@@ -79,7 +96,11 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Handler{cfg: cfg, log: cfg.Logger}, nil
+	h := &Handler{cfg: cfg, log: cfg.Logger}
+	if err := h.newInbox(); err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
 // ServeHTTP implements http.Handler.
@@ -89,7 +110,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "use POST", http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if h.cfg.SigningSecret == "" {
+		http.Error(w, "Slack requests over HTTP are off (Socket Mode): set SLACK_SIGNING_SECRET to accept them", http.StatusUnauthorized)
+		return
+	}
+	body, err := readBody(w, r)
 	if err != nil {
 		http.Error(w, "body too large or unreadable", http.StatusRequestEntityTooLarge)
 		return
@@ -124,6 +149,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(ack)
 }
 
+// readBody reads the request body, at most MaxBodyBytes, in one allocation
+// when the request says its length (Slack's do).
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	if r.ContentLength <= 0 || r.ContentLength > MaxBodyBytes {
+		return io.ReadAll(body)
+	}
+	b := make([]byte, r.ContentLength)
+	if _, err := io.ReadFull(body, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
 // Dispatch acts on a verified, parsed request, whichever way it arrived
 // (HTTP or Socket Mode), and returns what to acknowledge it with: nil for a
 // bare acknowledgement, or a message (a slash command's ephemeral answer).
@@ -141,23 +180,48 @@ func (h *Handler) Dispatch(ctx context.Context, req Request) (any, error) {
 	return nil, nil
 }
 
-// message starts a run for a message meant for the bot; others are dropped.
+// message accepts a message meant for the bot, others are dropped: with an
+// inbox it stores the message for the processor, else it starts the run.
 func (h *Handler) message(ctx context.Context, req Request) error {
-	in := *req.Message
-	if in.FromBot && h.cfg.IgnoreBots {
+	in := req.Message
+	switch {
+	case in.FromBot && h.cfg.IgnoreBots:
+		return nil
+	case !in.Mentioned && !in.DirectMessage && (!h.cfg.ThreadFollowUps || in.Thread == in.MessageID):
+		return nil // a channel message not addressed to the bot
+	case strings.TrimSpace(in.Text) == "":
+		return nil // a bare mention: nothing to answer
+	}
+	if h.writer != nil {
+		return h.enqueue(ctx, req)
+	}
+	err := h.start(ctx, req.DedupeKey, *in)
+	var perm *core.PermanentError
+	switch {
+	case errors.Is(err, core.ErrDuplicate), errors.Is(err, core.ErrInboxSkip):
+		h.log.Debug("slack message needs no run", "key", req.DedupeKey, "reason", err)
+		return nil
+	case errors.As(err, &perm):
+		h.log.Warn("slack message dropped", "key", req.DedupeKey, "err", err)
 		return nil
 	}
+	return err
+}
+
+// start starts the run of a message for the bot: it picks the agent and, for
+// a follow-up in a thread, checks that the bot is part of it. The message's
+// key dedupes the run (and marks its inbox message processed). Errors are
+// as an InboxHandler's: ErrInboxSkip, ErrDuplicate, PermanentError, or
+// another to retry.
+func (h *Handler) start(ctx context.Context, key string, in chat.Inbound) error {
 	agent := h.cfg.DefaultAgent
 	if a, ok := h.cfg.Channels[in.Channel]; ok {
 		agent = a
 	}
 	sid := SessionID(agent, in)
 	if !in.Mentioned && !in.DirectMessage {
-		if !h.cfg.ThreadFollowUps || in.Thread == in.MessageID {
-			return nil // a channel message not addressed to the bot
-		}
 		if _, err := h.cfg.Sessions.GetSession(ctx, sid); errors.Is(err, core.ErrNotFound) {
-			return nil // a thread the bot is not part of
+			return fmt.Errorf("a thread the bot is not part of: %w", core.ErrInboxSkip)
 		} else if err != nil {
 			return err
 		}
@@ -171,15 +235,14 @@ func (h *Handler) message(ctx context.Context, req Request) error {
 		Binding: core.Binding{Platform: chat.PlatformSlack, Workspace: in.Workspace,
 			Channel: in.Channel, Thread: in.Thread},
 		Platform:  chat.PlatformSlack,
-		DedupeKey: req.DedupeKey,
+		DedupeKey: key,
 	})
 	var inputErr *core.InputError
 	switch {
-	case errors.Is(err, core.ErrDuplicate):
-		h.log.Debug("slack message already accepted", "key", req.DedupeKey)
-		return nil
 	case errors.As(err, &inputErr):
-		return nil // a bare mention: nothing to answer
+		return fmt.Errorf("%v: %w", err, core.ErrInboxSkip)
+	case errors.Is(err, core.ErrNotFound), errors.Is(err, core.ErrSessionAgent):
+		return core.Permanent(err) // an agent that is gone, a session of another agent
 	case err != nil:
 		return err
 	}

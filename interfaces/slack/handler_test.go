@@ -2,11 +2,14 @@ package slack_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,11 +34,14 @@ func (m echoModel) Generate(_ context.Context, req core.ModelRequest, _ func(str
 
 type gateway struct {
 	h     http.Handler
+	cfg   slack.HandlerConfig // h's
 	db    *sqlite.DB
 	slack *slacktest.Server
 }
 
-func newGateway(t *testing.T) *gateway {
+// newGateway starts a handler on SQLite (with its inbox) and an engine; opts
+// change the handler's config.
+func newGateway(t *testing.T, opts ...func(*slack.HandlerConfig)) *gateway {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "db.sqlite"), sqlite.Options{Logger: log})
@@ -65,16 +71,56 @@ func newGateway(t *testing.T) *gateway {
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = eng.Start(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	h, err := slack.NewHandler(slack.HandlerConfig{
-		SigningSecret: secret, Engine: eng, Sessions: db, Logger: log,
+	cfg := slack.HandlerConfig{
+		SigningSecret: secret, Engine: eng, Sessions: db, Logger: log, Inbox: db,
 		Parser:       slack.Parser{BotUserID: slacktest.DefaultUserID, BotID: slacktest.DefaultBotID},
-		DefaultAgent: "helper", Channels: map[string]string{"COPS": "ops"},
+		DefaultAgent: "helper", Channels: map[string]string{"COPS": "ops", "CGONE": "gone"},
 		ThreadFollowUps: true, IgnoreBots: true,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h, err := slack.NewHandler(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &gateway{h: h, db: db, slack: fake}
+	wg.Go(func() {
+		if err := h.Start(ctx); err != nil {
+			t.Errorf("handler: %v", err)
+		}
+	})
+	return &gateway{h: h, cfg: cfg, db: db, slack: fake}
+}
+
+// inbox returns the inbox's messages as "key error" lines, oldest first, and
+// how many are still waiting.
+func (g *gateway) inbox(t *testing.T) (rows []string, waiting int) {
+	t.Helper()
+	db, err := sql.Open("sqlite", g.db.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	q, err := db.QueryContext(t.Context(), `SELECT dedupe_key, error, processed_at IS NULL FROM inbox ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	for q.Next() {
+		var key, msg string
+		var wait bool
+		if err := q.Scan(&key, &msg, &wait); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, strings.TrimSpace(key+" "+msg))
+		if wait {
+			waiting++
+		}
+	}
+	if err := q.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return rows, waiting
 }
 
 // send posts a signed body and returns the status and body of the answer.
@@ -201,6 +247,88 @@ func TestMentionAnsweredOnceInThread(t *testing.T) {
 	}
 }
 
+// failingEngine fails every Submit, as a store that went away would.
+type failingEngine struct{ called chan struct{} }
+
+func (e failingEngine) Submit(context.Context, core.SubmitRequest) (core.Run, error) {
+	select {
+	case e.called <- struct{}{}:
+	default:
+	}
+	return core.Run{}, errors.New("store unreachable")
+}
+
+// TestInboxSurvivesRestart: a message acknowledged by a node whose
+// processor could not start its run stays in the inbox, and the next node
+// on the store starts it.
+func TestInboxSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t, func(c *slack.HandlerConfig) { c.Inbox = nil }) // the engine and store of the next node
+	cfg := g.cfg
+	cfg.Inbox, cfg.NodeID = g.db, "node-1"
+	broken := failingEngine{called: make(chan struct{}, 1)}
+	cfg.Engine = broken
+	first, err := slack.NewHandler(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	stopped := make(chan error, 1)
+	go func() { stopped <- first.Start(ctx) }()
+	const ts = "1700000007.000100"
+	req := slacktest.SignedRequest(secret, []byte(event("Ev1", "app_mention", "C1", "U1", mention("still there?"), ts, "", "")), time.Now())
+	rec := httptest.NewRecorder()
+	first.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d", rec.Code)
+	}
+	<-broken.called
+	stop()
+	if err := <-stopped; err != nil {
+		t.Fatalf("first node: %v", err)
+	}
+	if _, waiting := g.inbox(t); waiting != 1 {
+		t.Fatalf("waiting messages after the first node stopped = %d, want 1", waiting)
+	}
+
+	next := g.cfg
+	next.Inbox, next.NodeID = g.db, "node-2"
+	h, err := slack.NewHandler(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop = context.WithCancel(t.Context())
+	go func() { stopped <- h.Start(ctx) }()
+	t.Cleanup(func() { stop(); <-stopped })
+	if got := g.waitReplies(t, "C1", ts, 1); got[0].Text != "helper saw 1: still there?" {
+		t.Errorf("reply = %q", got[0].Text)
+	}
+}
+
+// TestWithoutInbox: without an inbox the handler starts the run before it
+// acknowledges, with the same dedupe.
+func TestWithoutInbox(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t, func(c *slack.HandlerConfig) { c.Inbox = nil })
+	const ts = "1700000006.000100"
+	for i, body := range []string{
+		event("Ev1", "app_mention", "C1", "U1", mention("what is up?"), ts, "", ""),
+		event("Ev1", "app_mention", "C1", "U1", mention("what is up?"), ts, "", ""), // Slack's retry
+		event("Ev2", "message", "C1", "U1", mention("what is up?"), ts, "", ""),     // the pair's message event
+		event("Ev3", "app_mention", "CGONE", "U1", mention("anyone?"), "1700000006.000200", "", ""),
+	} {
+		if code, _ := g.send(t, body, i%2); code != http.StatusOK {
+			t.Fatalf("event %d: status %d", i, code)
+		}
+		if n := g.runs(t); n != 1 {
+			t.Fatalf("after event %d: runs = %d, want 1 (created before the acknowledgement)", i, n)
+		}
+	}
+	if got := g.waitReplies(t, "C1", ts, 1); got[0].Text != "helper saw 1: what is up?" {
+		t.Errorf("reply = %q", got[0].Text)
+	}
+}
+
 func TestIgnoresBotsAndUnaddressedMessages(t *testing.T) {
 	t.Parallel()
 	g := newGateway(t)
@@ -210,13 +338,43 @@ func TestIgnoresBotsAndUnaddressedMessages(t *testing.T) {
 		event("Ev3", "message", "C1", "U1", "just chatting", "1700000002.000300", "", ""),
 		event("Ev4", "message", "C1", "U1", "a thread without the bot", "1700000002.000400", "1700000000.000001", ""),
 		event("Ev5", "reaction_added", "C1", "U1", "", "1700000002.000500", "", ""),
+		event("Ev6", "app_mention", "C1", "U1", mention(""), "1700000002.000600", "", ""),
+		// The last one is for the bot: once it is answered, the others had their turn.
+		event("Ev7", "app_mention", "C1", "U1", mention("hello"), "1700000002.000700", "", ""),
 	} {
 		if code, _ := g.send(t, body, 0); code != http.StatusOK {
 			t.Fatalf("status %d for %s", code, body)
 		}
 	}
-	if n := g.runs(t); n != 0 {
-		t.Errorf("runs = %d, want 0", n)
+	g.waitReplies(t, "C1", "1700000002.000700", 1)
+	if n := g.runs(t); n != 1 {
+		t.Errorf("runs = %d, want 1", n)
+	}
+	// Only messages that may start a run are stored; the thread follow-up is
+	// dropped by the processor, which knows the bot's threads.
+	if rows, waiting := g.inbox(t); !slices.Equal(rows, []string{"msg:C1:1700000002.000400", "msg:C1:1700000002.000700"}) || waiting != 0 {
+		t.Errorf("inbox = %q with %d waiting, want the thread reply and the mention, processed", rows, waiting)
+	}
+}
+
+// TestUnprocessableMessage: a message whose run cannot start (its channel
+// routes to an agent that does not exist) is acknowledged, marked failed in
+// the inbox and not retried; the messages after it are answered.
+func TestUnprocessableMessage(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t)
+	const ts = "1700000005.000100"
+	if code, _ := g.send(t, event("Ev1", "app_mention", "CGONE", "U1", mention("anyone?"), ts, "", ""), 0); code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	g.send(t, event("Ev2", "app_mention", "C1", "U1", mention("hello"), "1700000005.000200", "", ""), 0)
+	g.waitReplies(t, "C1", "1700000005.000200", 1)
+	rows, waiting := g.inbox(t)
+	if len(rows) != 2 || !strings.HasPrefix(rows[0], "msg:CGONE:"+ts+" ") || !strings.Contains(rows[0], `agent "gone"`) || waiting != 0 {
+		t.Errorf("inbox = %q with %d waiting, want the CGONE message failed naming the agent", rows, waiting)
+	}
+	if n := g.runs(t); n != 1 {
+		t.Errorf("runs = %d, want 1", n)
 	}
 }
 

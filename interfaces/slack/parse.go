@@ -13,6 +13,7 @@ import (
 	"time"
 
 	slackapi "github.com/slack-go/slack"
+	"github.com/tidwall/gjson"
 
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/interfaces/chat"
@@ -91,7 +92,10 @@ type Parser struct {
 // an interactivity payload (form field "payload") or a slash command (form).
 // Verify the signature first; Parse trusts nothing but checks nothing either.
 func (p Parser) Parse(h http.Header, body []byte) (Request, error) {
-	ct, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	ct := h.Get("Content-Type")
+	if ct != "application/json" { // what the Events API sends: nothing to parse
+		ct, _, _ = mime.ParseMediaType(ct)
+	}
 	switch {
 	case ct == "application/json" || (ct == "" && len(bytes.TrimSpace(body)) > 0 && bytes.TrimSpace(body)[0] == '{'):
 		return p.ParseEvent(body)
@@ -115,37 +119,121 @@ func (p Parser) Parse(h http.Header, body []byte) (Request, error) {
 }
 
 // envelope is the Events API outer event. The inner event is decoded into the
-// few fields we use rather than slackevents' full types: it skips decoding
-// blocks and attachments, which are most of a message event's bytes, on the
-// ingress hot path.
+// few fields we use rather than slackevents' full types.
 type envelope struct {
-	Type      string          `json:"type"`
-	Challenge string          `json:"challenge"`
-	TeamID    string          `json:"team_id"`
-	EventID   string          `json:"event_id"`
-	Event     json.RawMessage `json:"event"`
+	Type      string
+	Challenge string
+	TeamID    string
+	EventID   string
+	Event     *innerEvent
+}
+
+func (e *envelope) field(key string) *string {
+	switch key {
+	case "type":
+		return &e.Type
+	case "challenge":
+		return &e.Challenge
+	case "team_id":
+		return &e.TeamID
+	case "event_id":
+		return &e.EventID
+	}
+	return nil
 }
 
 type innerEvent struct {
-	Type        string `json:"type"`
-	SubType     string `json:"subtype"`
-	User        string `json:"user"`
-	BotID       string `json:"bot_id"`
-	Username    string `json:"username"`
-	Text        string `json:"text"`
-	TS          string `json:"ts"`
-	ThreadTS    string `json:"thread_ts"`
-	Channel     string `json:"channel"`
-	ChannelType string `json:"channel_type"`
-	Team        string `json:"team"`
+	Type, SubType, User, BotID, Username, Text, TS, ThreadTS, Channel, ChannelType, Team string
+}
+
+func (e *innerEvent) field(key string) *string {
+	switch key {
+	case "type":
+		return &e.Type
+	case "subtype":
+		return &e.SubType
+	case "user":
+		return &e.User
+	case "bot_id":
+		return &e.BotID
+	case "username":
+		return &e.Username
+	case "text":
+		return &e.Text
+	case "ts":
+		return &e.TS
+	case "thread_ts":
+		return &e.ThreadTS
+	case "channel":
+		return &e.Channel
+	case "channel_type":
+		return &e.ChannelType
+	case "team":
+		return &e.Team
+	}
+	return nil
+}
+
+// decodeEnvelope decodes an Events API body in one pass (gjson), skipping
+// what it does not need (blocks and attachments are most of a message
+// event's bytes); on the ingress hot path that costs a third of
+// encoding/json, which checks the whole body and then decodes it by
+// reflection. Keys match exactly (Slack sends them in lower case); a field
+// we read that is neither a string nor null is malformed, as with
+// encoding/json.
+func decodeEnvelope(body []byte) (envelope, error) {
+	if !gjson.ValidBytes(body) {
+		return envelope{}, errors.New("not valid JSON")
+	}
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		return envelope{}, errors.New("not a JSON object")
+	}
+	var env envelope
+	var err error
+	set := func(dst *string, key string, v gjson.Result) bool {
+		switch v.Type {
+		case gjson.String:
+			*dst = v.Str
+		case gjson.Null:
+		default:
+			err = fmt.Errorf("%s is not a string", key)
+		}
+		return err == nil
+	}
+	root.ForEach(func(k, v gjson.Result) bool {
+		if k.Str != "event" {
+			if dst := env.field(k.Str); dst != nil {
+				return set(dst, k.Str, v)
+			}
+			return true
+		}
+		switch {
+		case v.Type == gjson.Null:
+			env.Event = nil
+		case !v.IsObject():
+			err = errors.New("event is not an object")
+		default:
+			ev := &innerEvent{}
+			v.ForEach(func(k, v gjson.Result) bool {
+				if dst := ev.field(k.Str); dst != nil {
+					return set(dst, "event."+k.Str, v)
+				}
+				return true
+			})
+			env.Event = ev
+		}
+		return err == nil
+	})
+	return env, err
 }
 
 // ParseEvent parses an Events API body (HTTP) or a Socket Mode "events_api"
 // envelope's payload: url_verification, or event_callback carrying
 // app_mention or message.
 func (p Parser) ParseEvent(body []byte) (Request, error) {
-	var env envelope
-	if err := json.Unmarshal(body, &env); err != nil {
+	env, err := decodeEnvelope(body)
+	if err != nil {
 		return Request{}, malformed("events body: %v", err)
 	}
 	switch env.Type {
@@ -162,13 +250,10 @@ func (p Parser) ParseEvent(body []byte) (Request, error) {
 	default:
 		return Request{Kind: KindIgnored, Ignored: "envelope " + env.Type}, nil
 	}
-	if env.EventID == "" || len(env.Event) == 0 {
+	if env.EventID == "" || env.Event == nil {
 		return Request{}, malformed("event_callback without event_id or event")
 	}
-	var ev innerEvent
-	if err := json.Unmarshal(env.Event, &ev); err != nil {
-		return Request{}, malformed("event: %v", err)
-	}
+	ev := *env.Event
 	req := Request{EventID: env.EventID}
 	switch ev.Type {
 	case "app_mention", "message":

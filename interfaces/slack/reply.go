@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	slackapi "github.com/slack-go/slack"
@@ -29,6 +30,7 @@ type replyJob struct {
 type ReplyStore interface {
 	GetRun(ctx context.Context, id string) (core.Run, error)
 	GetSession(ctx context.Context, id string) (core.Session, error)
+	Events(ctx context.Context, runID string, afterSeq int64, limit int) ([]core.Event, error)
 	core.Outbox
 }
 
@@ -38,12 +40,17 @@ type ReplierConfig struct {
 	Client *Client    // required
 	Clock  core.Clock // default the system clock
 	Logger *slog.Logger
+	// Live paces the answers shown while the model writes them (Progress).
+	Live LiveConfig
 }
 
-// Replier posts finished runs' answers in their Slack threads.
+// Replier posts finished runs' answers in their Slack threads, and shows
+// them live while they are written (Progress).
 type Replier struct {
 	cfg ReplierConfig
-	log *slog.Logger
+	sender
+	ticker        tickerFunc // paces live replies; tests replace it
+	streamRefused sync.Map   // channel → true: Slack refused chat.startStream there
 }
 
 // NewReplier checks cfg and returns the replier.
@@ -57,7 +64,17 @@ func NewReplier(cfg ReplierConfig) (*Replier, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Replier{cfg: cfg, log: cfg.Logger}, nil
+	if cfg.Live.Interval <= 0 {
+		cfg.Live.Interval = time.Second
+	}
+	if cfg.Live.CloseTimeout <= 0 {
+		cfg.Live.CloseTimeout = 5 * time.Second
+	}
+	return &Replier{
+		cfg:    cfg,
+		sender: sender{outbox: cfg.Store, client: cfg.Client, clock: cfg.Clock, log: cfg.Logger},
+		ticker: realTicker,
+	}, nil
 }
 
 // OnFinish is the engine's finish hook (core.EngineConfig.OnFinish): every
@@ -80,7 +97,8 @@ func (r *Replier) Handlers() map[string]func(context.Context, core.Job) error {
 // chat.postMessage and the ts after it. A retried job skips the chunks
 // already sent, and never posts again a chunk whose earlier outcome is
 // unknown (it is marked uncertain and logged): a missing chunk is better
-// than a doubled answer. An error retries the job.
+// than a doubled answer. When the run showed live (Progress), its live
+// message is edited into the first chunk instead. An error retries the job.
 func (r *Replier) Handle(ctx context.Context, job core.Job) error {
 	var p replyJob
 	if err := json.Unmarshal(job.Payload, &p); err != nil {
@@ -105,44 +123,24 @@ func (r *Replier) Handle(ctx context.Context, job core.Job) error {
 	if text == "" {
 		return nil
 	}
+	live, err := r.liveMessage(ctx, run.ID)
+	if err != nil {
+		return err
+	}
 	for i, sections := range Messages(Mrkdwn(text)) {
 		key := "slack:reply:" + run.ID + ":" + strconv.Itoa(i)
-		claimed, state, err := r.cfg.Store.ClaimSend(ctx, key, r.now())
+		body, blocks := strings.Join(sections, "\n\n"), sectionBlocks(sections)
+		if i == 0 && live != nil {
+			err = r.finalize(ctx, key, b, *live, body, blocks)
+		} else {
+			_, err = r.postOnce(ctx, key, b.Channel, b.Thread, body, blocks)
+		}
 		if err != nil {
 			return err
-		}
-		if !claimed {
-			if state == core.SendSending {
-				r.log.Warn("slack reply outcome unknown after an earlier attempt; not posting it again",
-					"run", run.ID, "part", i, "channel", b.Channel)
-				if err := r.cfg.Store.SetSendState(ctx, key, core.SendUncertain, "", r.now()); err != nil {
-					return err
-				}
-			}
-			continue
-		}
-		ts, err := r.cfg.Client.Post(ctx, b.Channel, b.Thread, strings.Join(sections, "\n\n"), sectionBlocks(sections))
-		switch {
-		case errors.Is(err, ErrMaybePosted):
-			r.log.Warn("slack reply may have been posted; not posting it again", "run", run.ID, "part", i, "err", err)
-			if err := r.cfg.Store.SetSendState(ctx, key, core.SendUncertain, "", r.now()); err != nil {
-				return err
-			}
-		case err != nil: // refused or never sent: nothing was posted
-			if serr := r.cfg.Store.SetSendState(ctx, key, core.SendFailed, "", r.now()); serr != nil {
-				return errors.Join(err, serr)
-			}
-			return err
-		default:
-			if err := r.cfg.Store.SetSendState(ctx, key, core.SendSent, ts, r.now()); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
 }
-
-func (r *Replier) now() time.Time { return r.cfg.Clock.Now().UTC() }
 
 // replyText is the Markdown posted for a finished run: its output, or a
 // short line for a failure; nothing for a cancelled run.

@@ -30,3 +30,23 @@ func TestReplyPayloadGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestLiveReplyPayloadGolden pins what a live reply sends besides the
+// model's own Markdown: the placeholder posted where Slack refuses to
+// stream, and the notes that end a live reply on a pause or a cancellation
+// (appended to a stream, or edited into a posted message).
+func TestLiveReplyPayloadGolden(t *testing.T) {
+	t.Parallel()
+	said := "Deploying **web** to `staging`."
+	edit := func(note string) map[string]any {
+		text, blocks := firstMessage(joinNote(said, note))
+		return map[string]any{"text": text, "blocks": blocks}
+	}
+	goldenJSON(t, "reply_live", map[string]any{
+		"thinking":         map[string]any{"text": thinkingNote, "blocks": thinkingBlocks()},
+		"paused_stream":    map[string]any{"markdown_text": joinNote(said, pausedNote)[len(said):]},
+		"paused_edit":      edit(pausedNote),
+		"cancelled_stream": map[string]any{"markdown_text": joinNote(said, cancelledNote)[len(said):]},
+		"cancelled_edit":   edit(cancelledNote),
+	})
+}

@@ -19,12 +19,15 @@
 //   - Dequeue takes a due job with FOR UPDATE SKIP LOCKED;
 //   - Enqueue of a keyed job takes a transaction-scoped advisory lock on the
 //     key, so coalescing into a waiting job is race-free;
-//   - AcquireLease is one upsert (INSERT … ON CONFLICT … DO UPDATE … WHERE).
+//   - AcquireLease is one upsert (INSERT … ON CONFLICT … DO UPDATE … WHERE);
+//   - inbox row (the upsert in CreateRun; ClaimInbox skips locked rows,
+//     AppendInbox inserts a batch in key order): a message is marked
+//     processed by one run only.
 //
-// Locks are always taken in the order routine → session → run → approval →
-// job key (the routine sync lock before any routine; a routine history entry
-// only alone or with its routine held), so the store's own transactions
-// cannot deadlock.
+// Locks are always taken in the order inbox row → routine → session → run →
+// approval → job key (the routine sync lock before any routine; a routine
+// history entry only alone or with its routine held), so the store's own
+// transactions cannot deadlock.
 //
 // A waiting Dequeue is woken by LISTEN/NOTIFY (pg_notify in the enqueueing
 // transaction, delivered on commit to a dedicated listener connection) across

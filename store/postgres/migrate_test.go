@@ -16,7 +16,7 @@ import (
 )
 
 // latest is the newest migration in migrations/.
-const latest = 5
+const latest = 6
 
 // tablesAt are the tables of the schema at each version.
 var tablesAt = [latest + 1][]string{
@@ -26,6 +26,7 @@ var tablesAt = [latest + 1][]string{
 	3: {"approvals", "jobs", "leases", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
 	4: {"approvals", "jobs", "leases", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
 	5: {"approvals", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
+	6: {"approvals", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
 }
 
 func wantVersion(t *testing.T, db *postgres.DB, want int) {
@@ -71,6 +72,13 @@ func useEveryTable(t *testing.T, db *postgres.DB) {
 	}
 	if _, err := db.GetRun(ctx, r.ID); err != nil {
 		t.Fatalf("GetRun: %v", err)
+	}
+	now := time.Now()
+	if n, err := db.AppendInbox(ctx, []core.InboxMessage{{Platform: "slack", Key: "msg:C1:1.0001", Payload: []byte(`{}`), ReceivedAt: now}}); err != nil || n != 1 {
+		t.Fatalf("AppendInbox = %d, %v; want 1 added", n, err)
+	}
+	if msgs, err := db.ClaimInbox(ctx, "slack", "node-1", now, now.Add(time.Minute), 10); err != nil || len(msgs) != 1 {
+		t.Fatalf("ClaimInbox = %+v, %v; want the appended message", msgs, err)
 	}
 	if ok, err := db.AcquireLease(ctx, "tick", "node-1", time.Minute); err != nil || !ok {
 		t.Fatalf("AcquireLease = %t, %v; want the free lease", ok, err)
@@ -153,6 +161,49 @@ func TestMigrateUpDownUp(t *testing.T) {
 	useEveryTable(t, db)
 	if err := db.MigrateDown(ctx, -1); err == nil {
 		t.Error("MigrateDown(-1): want an error")
+	}
+}
+
+// TestMigrateInboxFirst: migration 6 keeps the messages that started runs
+// as processed; reverting it drops the messages still waiting.
+func TestMigrateInboxFirst(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	schema := newSchema(t, url)
+	ctx := t.Context()
+	db := openDB(t, url, schema, postgres.Options{})
+	if err := db.MigrateDown(ctx, 5); err != nil {
+		t.Fatalf("MigrateDown(5): %v", err)
+	}
+	if err := adminExec(ctx, url, `INSERT INTO `+pgx.Identifier{schema, "inbox"}.Sanitize()+
+		` (platform, dedupe_key, run_id, created_at) VALUES ('slack', 'msg:C1:1.0001', 'run_old', now())`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	sid := core.NewID("ses")
+	_, err := db.CreateRun(ctx, core.NewRun{
+		Session:  core.Session{ID: sid, AgentID: "agent"},
+		Run:      core.Run{ID: core.NewID("run"), SessionID: sid, AgentID: "agent", Type: core.RunTypeChat},
+		Platform: "slack", DedupeKey: "msg:C1:1.0001",
+	})
+	var dup *core.DuplicateError
+	if !errors.As(err, &dup) || dup.RunID != "run_old" {
+		t.Fatalf("CreateRun of a message from before the migration = %v, want a duplicate of run_old", err)
+	}
+	now := time.Now()
+	if n, err := db.AppendInbox(ctx, []core.InboxMessage{{Platform: "slack", Key: "msg:C1:1.0002", ReceivedAt: now}}); err != nil || n != 1 {
+		t.Fatalf("AppendInbox = %d, %v", n, err)
+	}
+	if err := db.MigrateDown(ctx, 5); err != nil {
+		t.Fatalf("MigrateDown(5): %v", err)
+	}
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	if msgs, err := db.ClaimInbox(ctx, "slack", "n1", now, now.Add(time.Minute), 10); err != nil || len(msgs) != 0 {
+		t.Errorf("ClaimInbox after a round trip = %+v, %v; want nothing (waiting messages are dropped)", msgs, err)
 	}
 }
 

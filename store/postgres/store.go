@@ -328,20 +328,10 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 		return core.Run{}, err
 	}
 	var out core.Run
-	var dup *core.DuplicateError
 	err = db.tx(ctx, func(tx *txn) error {
 		if nr.DedupeKey != "" {
-			// A concurrent insert of the same pair waits for the other
-			// transaction and then inserts nothing.
-			tag, err := tx.Exec(ctx, `INSERT INTO inbox (platform, dedupe_key, run_id, created_at)
-				VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, nr.Platform, nr.DedupeKey, nr.Run.ID, nr.Run.CreatedAt)
-			if err != nil {
-				return fmt.Errorf("insert inbox: %w", err)
-			}
-			if tag.RowsAffected() == 0 {
-				dup = &core.DuplicateError{Platform: nr.Platform, Key: nr.DedupeKey}
-				return tx.QueryRow(ctx, `SELECT run_id FROM inbox WHERE platform = $1 AND dedupe_key = $2`,
-					nr.Platform, nr.DedupeKey).Scan(&dup.RunID)
+			if err := markInboxTx(ctx, tx, nr.Platform, nr.DedupeKey, nr.Run.ID, nr.Run.CreatedAt); err != nil {
+				return err
 			}
 		}
 		run, err := createRunTx(ctx, tx, nr)
@@ -351,9 +341,6 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 		out = run
 		return db.enqueueTx(ctx, tx, core.RunJobFor(run.ID))
 	})
-	if err == nil && dup != nil {
-		err = dup
-	}
 	if err != nil {
 		return core.Run{}, fmt.Errorf("create run %s: %w", nr.Run.ID, err)
 	}

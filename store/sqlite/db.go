@@ -49,10 +49,12 @@ type Options struct {
 
 // DB is the SQLite store (core.Store) and embedded queue (core.Queue).
 type DB struct {
-	w    *sql.DB // single connection: SQLite has one writer; serializing in Go avoids SQLITE_BUSY
-	r    *sql.DB // readers
-	path string
-	opts Options
+	w     *sql.DB       // single connection: SQLite has one writer; serializing in Go avoids SQLITE_BUSY
+	wlock writeLock     // orders the transactions waiting for w
+	r     *sql.DB       // readers
+	ck    *checkpointer // copies committed WAL frames into the database file in the background
+	path  string
+	opts  Options
 
 	mu     sync.Mutex
 	notify chan struct{} // closed and replaced when a job is enqueued
@@ -106,7 +108,13 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(4)
-	db := &DB{w: w, r: r, path: path, opts: opts, notify: make(chan struct{})}
+	ck, err := startCheckpointer(dsn(""))
+	if err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	db := &DB{w: w, r: r, ck: ck, path: path, opts: opts, notify: make(chan struct{})}
 	if err := db.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -119,7 +127,7 @@ var DefaultBackoff = core.DefaultBackoff
 
 // Close closes the database.
 func (db *DB) Close() error {
-	return errors.Join(db.r.Close(), db.w.Close())
+	return errors.Join(db.ck.stop(), db.r.Close(), db.w.Close())
 }
 
 // Path is the database file.
@@ -210,6 +218,16 @@ func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
 // tx runs fn in a write transaction (BEGIN IMMEDIATE) and commits when fn
 // returns nil. After a commit that enqueued jobs, waiting consumers are woken.
 func (db *DB) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return db.writeTx(ctx, false, fn)
+}
+
+// writeTx is tx; an urgent transaction goes before the others waiting for
+// the write connection (see writeLock).
+func (db *DB) writeTx(ctx context.Context, urgent bool, fn func(tx *sql.Tx) error) error {
+	if err := db.wlock.lock(ctx, urgent); err != nil {
+		return err
+	}
+	defer db.wlock.unlock()
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -218,7 +236,11 @@ func (db *DB) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		_ = tx.Rollback()
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	db.ck.committed()
+	return nil
 }
 
 // wake tells waiting Dequeue calls that a job may be due.

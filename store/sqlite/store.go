@@ -301,28 +301,15 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 		return core.Run{}, err
 	}
 	var out core.Run
-	var dup *core.DuplicateError
 	err = db.tx(ctx, func(tx *sql.Tx) error {
 		if nr.DedupeKey != "" {
-			res, err := tx.ExecContext(ctx, `INSERT INTO inbox(platform, dedupe_key, run_id, created_at)
-				VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, nr.Platform, nr.DedupeKey, nr.Run.ID, nr.Run.CreatedAt.UnixNano())
-			if err != nil {
-				return fmt.Errorf("insert inbox: %w", err)
-			}
-			if n, err := res.RowsAffected(); err != nil {
+			if err := markInboxTx(ctx, tx, nr.Platform, nr.DedupeKey, nr.Run.ID, nr.Run.CreatedAt); err != nil {
 				return err
-			} else if n == 0 {
-				dup = &core.DuplicateError{Platform: nr.Platform, Key: nr.DedupeKey}
-				return tx.QueryRowContext(ctx, `SELECT run_id FROM inbox WHERE platform = ? AND dedupe_key = ?`,
-					nr.Platform, nr.DedupeKey).Scan(&dup.RunID)
 			}
 		}
 		out, err = db.createRunTx(ctx, tx, nr)
 		return err
 	})
-	if err == nil && dup != nil {
-		err = dup
-	}
 	if err != nil {
 		return core.Run{}, fmt.Errorf("create run %s: %w", nr.Run.ID, err)
 	}

@@ -57,6 +57,11 @@ func Run(t *testing.T, newStore func(t *testing.T) Harness) {
 		{"Dedupe", testDedupe},
 		{"DedupeConcurrent", testDedupeConcurrent},
 		{"Outbox", testOutbox},
+		{"InboxAppend", testInboxAppend},
+		{"InboxOrder", testInboxOrder},
+		{"InboxCreateRun", testInboxCreateRun},
+		{"InboxClaimConcurrent", testInboxClaimConcurrent},
+		{"InboxRestart", testInboxRestart},
 		{"ApprovalJobs", testApprovalJobs},
 	}
 	for _, tc := range tests {

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBenchSlackIngestFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"no arguments", []string{"now"}, "takes no arguments"},
+		{"zero clients", []string{"--clients", "0"}, "--clients"},
+		{"zero duration", []string{"--duration", "0s"}, "--duration"},
+		{"negative warm-up", []string{"--warmup", "-1s"}, "--warmup"},
+		// Valid flags, but this is a test binary: bench must not start it as a server.
+		{"no server binary in tests", []string{"--quick"}, "give --server-bin"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := run(t.Context(), append([]string{"bench", "slack-ingest"}, tt.args...), nil, &bytes.Buffer{}, &bytes.Buffer{})
+			var ue *usageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("bench slack-ingest %q = %v, want a usage error mentioning %q", tt.args, err, tt.wantErr)
+			}
+		})
+	}
+	o, err := parseIngestOptions([]string{"--quick", "--clients", "4"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.duration != 2*time.Second || o.warmup != 500*time.Millisecond || o.clients != 4 {
+		t.Errorf("--quick --clients 4 = %s, %s, %d clients; want 2s, 500ms, 4", o.duration, o.warmup, o.clients)
+	}
+	if want := "agentgate bench slack-ingest --quick --clients 4"; o.command != want {
+		t.Errorf("command = %q, want %q", o.command, want)
+	}
+}
+
+// TestBenchSlackIngest runs `agentgate bench slack-ingest` briefly against the
+// real binary: events are acknowledged, each is in the inbox, the report is
+// complete. It checks no timings.
+func TestBenchSlackIngest(t *testing.T) {
+	bin := binary(t)
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"bench", "slack-ingest", "--duration", "500ms", "--warmup", "100ms", "--clients", "4",
+		"--markdown", "--server-bin", bin}, nil, &stdout, &stderr)
+	report := stdout.String()
+	if err != nil {
+		t.Fatalf("bench slack-ingest: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), report)
+	}
+	t.Logf("report:\n%s", report)
+	m := regexp.MustCompile(`in the durable inbox\s+(\d+) of (\d+) acknowledged\s+\(0 missing\)`).FindStringSubmatch(report)
+	if m == nil {
+		t.Fatal("report has no 'in the durable inbox N of N acknowledged (0 missing)' line")
+	}
+	if n, _ := strconv.Atoi(m[1]); n == 0 || m[1] != m[2] {
+		t.Errorf("inbox holds %s of %s acknowledged events, want all of them, at least one", m[1], m[2])
+	}
+	for _, want := range []string{
+		"agentgate bench slack-ingest",
+		"acknowledgement latency",
+		"server CPU per event",
+		"turned into runs meanwhile",
+		", 0 errors)",
+		"## agentgate bench slack-ingest",
+		"| acknowledged events/s",
+		"| server CPU per event |",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+func TestBenchSlackIngestTS(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[uint64]string{0: "1700000000.000000", 5: "1700000000.000005", 1234567: "1700000001.234567"} {
+		if got := string(appendTS(nil, n)); got != want {
+			t.Errorf("appendTS(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

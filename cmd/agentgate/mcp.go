@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	approval "github.com/agentgate/agentgate/approvals"
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/routine"
+	"github.com/agentgate/agentgate/interfaces/api"
+	imcp "github.com/agentgate/agentgate/interfaces/mcp"
+)
+
+// mcpSettings are the MCP server's settings, from the environment.
+type mcpSettings struct {
+	// approval is the rule of approval_prompt's approvals.
+	approval core.ApprovalRule
+	// approvalsTo is the chat conversation those approvals are posted in.
+	approvalsTo core.Binding
+}
+
+func mcpFromEnv() (mcpSettings, error) {
+	var ms mcpSettings
+	if v := os.Getenv("AGENTGATE_MCP_APPROVAL_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return ms, &usageError{fmt.Sprintf("AGENTGATE_MCP_APPROVAL_TIMEOUT: must be a positive duration like 15m, got %q", v)}
+		}
+		ms.approval.Timeout = d
+	}
+	if v := os.Getenv("AGENTGATE_MCP_APPROVALS_CHANNEL"); v != "" {
+		t, err := routine.ParseTarget(v)
+		if err == nil && !t.Chat() {
+			err = fmt.Errorf("must be a chat conversation, got %q", v)
+		}
+		if err != nil {
+			return ms, &usageError{"AGENTGATE_MCP_APPROVALS_CHANNEL: " + err.Error() + " (e.g. slack:C0123ABC)"}
+		}
+		ms.approvalsTo = core.Binding{Platform: t.Kind, Channel: t.Dest}
+	}
+	return ms, nil
+}
+
+// mcpHandler is serve's /mcp endpoint.
+func mcpHandler(ms mcpSettings, eng *core.Engine, db core.Store, aps *approval.Service, rt api.Routines, keys []string, log *slog.Logger) http.Handler {
+	return imcp.Handler(imcp.Config{Engine: eng, Store: db, Approvals: aps, Routines: rt, Logger: log, Version: buildVersion(),
+		Authenticated: len(keys) > 0, ApprovalsTo: ms.approvalsTo})
+}
+
+const mcpHelp = `Usage: agentgate mcp [--server URL --api-key KEY] [serve's flags]
+
+Serves MCP over stdio, for clients that launch a command (Claude Desktop,
+Claude Code, Cursor). Logs go to stderr.
+
+With --server (env AGENTGATE_URL) it relays to that running gateway's /mcp,
+with --api-key (env AGENTGATE_API_KEY). Without, it runs a gateway of its own
+in this process (serve's settings apply; --addr defaults to a free loopback
+port, and --data-dir to agentgate in your user config directory, since MCP
+clients start commands in a directory of their choosing). Do not point it at
+the data dir of a gateway that is running: give that gateway's --server.
+`
+
+// mcpCmd serves MCP over stdio: relayed to a running gateway, or to one
+// started in this process.
+func mcpCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	server := fs.String("server", os.Getenv("AGENTGATE_URL"), "gateway URL")
+	key := fs.String("api-key", os.Getenv("AGENTGATE_API_KEY"), "API key")
+	help := fs.Bool("help", false, "")
+	fs.BoolVar(help, "h", false, "")
+	// The rest are serve's flags, for the gateway run in this process.
+	var serveArgs []string
+	for _, name := range []string{"config", "addr", "data-dir", "node-id", "log-level"} {
+		fs.Func(name, "", func(v string) error { serveArgs = append(serveArgs, "--"+name, v); return nil })
+	}
+	if err := fs.Parse(args); err != nil {
+		return &usageError{"mcp: " + err.Error() + "\n" + mcpHelp}
+	}
+	if *help {
+		fmt.Fprint(stdout, mcpHelp)
+		return nil
+	}
+	if fs.NArg() > 0 {
+		return &usageError{fmt.Sprintf("mcp takes no arguments, got %q", fs.Args())}
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if *server != "" {
+		if len(serveArgs) > 0 {
+			return &usageError{"mcp: --server relays to a running gateway; serve's flags (" + strings.Join(serveArgs, " ") + ") do not apply"}
+		}
+		b := &imcp.Bridge{URL: strings.TrimRight(*server, "/") + "/mcp", APIKey: *key, Logger: log}
+		return b.Serve(ctx, stdin, stdout)
+	}
+	return mcpEmbedded(ctx, serveArgs, *key, stdin, stdout, stderr, log)
+}
+
+// mcpEmbedded runs serve in this process on a loopback port and relays
+// stdio to its /mcp.
+func mcpEmbedded(ctx context.Context, serveArgs []string, key string, stdin io.Reader, stdout, stderr io.Writer, log *slog.Logger) error {
+	if !slices.Contains(serveArgs, "--addr") && os.Getenv("AGENTGATE_ADDR") == "" {
+		serveArgs = append(serveArgs, "--addr", "127.0.0.1:0")
+	}
+	if !slices.Contains(serveArgs, "--data-dir") && os.Getenv("AGENTGATE_DATA_DIR") == "" {
+		dir, err := os.UserConfigDir()
+		if err != nil {
+			return fmt.Errorf("mcp: no user config directory for the data (%v); set --data-dir", err)
+		}
+		serveArgs = append(serveArgs, "--data-dir", filepath.Join(dir, "agentgate"))
+	}
+	if key == "" {
+		key, _, _ = strings.Cut(os.Getenv("AGENTGATE_API_KEYS"), ",")
+		key = strings.TrimSpace(key)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// serve tells where it listens on its stdout; everything it prints goes
+	// to stderr, as stdout carries the MCP messages.
+	pr, pw := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- serve(ctx, serveArgs, pw, stderr)
+		pw.Close()
+	}()
+	url := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			if u, ok := strings.CutPrefix(line, "agentgate listening on "); ok {
+				url <- u
+			}
+			fmt.Fprintln(stderr, line)
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	var base string
+	select {
+	case base = <-url:
+	case err := <-served:
+		if err == nil {
+			err = errors.New("mcp: the gateway stopped before it listened")
+		}
+		return err
+	}
+	b := &imcp.Bridge{URL: base + "/mcp", APIKey: key, Logger: log}
+	err := b.Serve(ctx, stdin, stdout)
+	cancel()
+	if serr := <-served; serr != nil && err == nil {
+		err = serr
+	}
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}

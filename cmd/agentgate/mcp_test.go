@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	mcpclient "github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/api"
+)
+
+// stdioMCP launches `agentgate mcp args…` as an MCP client does and
+// initializes a session with it.
+func stdioMCP(t *testing.T, env []string, opts []mcpclient.ClientOption, args ...string) *mcpclient.Client {
+	t.Helper()
+	c := mcpclient.NewClient(transport.NewStdio(binary(t), env, append([]string{"mcp"}, args...)...), opts...)
+	if err := c.Start(context.WithoutCancel(t.Context())); err != nil { // the process lives as long as ctx
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), pollTimeout)
+	defer cancel()
+	init := mcpgo.InitializeRequest{}
+	init.Params.ProtocolVersion = mcpgo.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcpgo.Implementation{Name: "e2e", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatalf("initialize agentgate mcp %s: %v", strings.Join(args, " "), err)
+	}
+	return c
+}
+
+// tool calls a tool and decodes its structured content into out.
+func tool(t *testing.T, c *mcpclient.Client, name string, args map[string]any, out any) {
+	t.Helper()
+	req := mcpgo.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = name, args
+	res, err := c.CallTool(t.Context(), req)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if res.IsError {
+		t.Fatalf("%s: tool error %+v", name, res.Content)
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatalf("%s: %s: %v", name, b, err)
+	}
+}
+
+// `agentgate mcp --server` relays stdio to a running gateway's /mcp: the
+// demo agent's run pauses, decide_approval approves it as the key's name,
+// and the completed run can be read. /mcp itself wants the key.
+func TestE2EMCPStdioToGateway(t *testing.T) {
+	t.Parallel()
+	const key = "e2e-mcp-key-0123456789"
+	g := startGateway(t, gatewayOptions{env: []string{"AGENTGATE_API_KEYS=" + key}})
+
+	status, _ := doHTTP(t, "POST", g.base+"/mcp", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"}, nil)
+	if status != http.StatusUnauthorized {
+		t.Fatalf("POST /mcp without a key: status %d, want 401", status)
+	}
+
+	c := stdioMCP(t, cleanEnv(), nil, "--server", g.base, "--api-key", key)
+	var paused api.RunView
+	tool(t, c, "run_agent", map[string]any{"agent": "demo", "input": "deploy web to staging"}, &paused)
+	if paused.Status != core.RunPaused || len(paused.PendingApprovals) != 1 {
+		t.Fatalf("run = %+v, want paused on one approval", paused)
+	}
+	var decided core.Approval
+	tool(t, c, "decide_approval", map[string]any{"approval_id": paused.PendingApprovals[0].ID, "decision": "approve"}, &decided)
+	if decided.Status != core.ApprovalApproved || decided.DecidedVia != "mcp" || decided.DecidedBy != api.KeyName(key) {
+		t.Fatalf("decision = %+v, want approved via mcp by %s", decided, api.KeyName(key))
+	}
+	var run api.RunView
+	eventually(t, "the run to complete", func() (bool, string) {
+		tool(t, c, "get_run", map[string]any{"run_id": paused.ID}, &run)
+		return run.Status == core.RunCompleted, string(run.Status)
+	})
+	if !strings.Contains(run.Output, "deployed") {
+		t.Fatalf("output = %q", run.Output)
+	}
+}
+
+// approver approves every question.
+type approver struct{}
+
+func (approver) Elicit(ctx context.Context, req mcpgo.ElicitationRequest) (*mcpgo.ElicitationResult, error) {
+	return &mcpgo.ElicitationResult{ElicitationResponse: mcpgo.ElicitationResponse{
+		Action: mcpgo.ElicitationResponseActionAccept, Content: map[string]any{"decision": "approve"}}}, nil
+}
+
+// Without --server, `agentgate mcp` runs a gateway in its own process; a
+// client that can elicit approves inline and gets the answer in one call.
+func TestE2EMCPEmbedded(t *testing.T) {
+	t.Parallel()
+	c := stdioMCP(t, cleanEnv(), []mcpclient.ClientOption{mcpclient.WithElicitationHandler(approver{})}, "--data-dir", t.TempDir())
+	var run api.RunView
+	tool(t, c, "run_agent", map[string]any{"agent": "demo", "input": "deploy web to production"}, &run)
+	if run.Status != core.RunCompleted || !strings.Contains(run.Output, "deployed") || run.UserID != "local" {
+		t.Fatalf("run = %+v, want completed after the inline approval", run)
+	}
+}
+
+func TestMCPSettings(t *testing.T) {
+	for _, tc := range []struct {
+		timeout, channel string
+		want             mcpSettings
+		err              string
+	}{
+		{want: mcpSettings{}},
+		{timeout: "5m", channel: "slack:C0123", want: mcpSettings{approval: core.ApprovalRule{Timeout: 5 * time.Minute},
+			approvalsTo: core.Binding{Platform: "slack", Channel: "C0123"}}},
+		{timeout: "soon", err: "AGENTGATE_MCP_APPROVAL_TIMEOUT"},
+		{channel: "webhook:https://example.com/x", err: "AGENTGATE_MCP_APPROVALS_CHANNEL: must be a chat conversation"},
+		{channel: "C0123", err: "AGENTGATE_MCP_APPROVALS_CHANNEL"},
+	} {
+		t.Setenv("AGENTGATE_MCP_APPROVAL_TIMEOUT", tc.timeout)
+		t.Setenv("AGENTGATE_MCP_APPROVALS_CHANNEL", tc.channel)
+		got, err := mcpFromEnv()
+		var ue *usageError
+		switch {
+		case tc.err != "" && (!errors.As(err, &ue) || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%+v: err = %v, want a usage error about %s", tc, err, tc.err)
+		case tc.err == "" && (err != nil || !reflect.DeepEqual(got, tc.want)):
+			t.Errorf("%+v: got %+v, %v; want %+v", tc, got, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,655 @@
+package mcp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	approval "github.com/agentgate/agentgate/approvals"
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/lease/leasetest"
+	"github.com/agentgate/agentgate/core/model/demo"
+	"github.com/agentgate/agentgate/core/routine"
+	"github.com/agentgate/agentgate/core/tool/builtin"
+	"github.com/agentgate/agentgate/interfaces/api"
+	"github.com/agentgate/agentgate/interfaces/mcp"
+	"github.com/agentgate/agentgate/store/sqlite"
+)
+
+const testKey = "test-key-0123456789abcdef"
+
+// keyName is how decisions made with testKey are recorded.
+var keyName = api.KeyName(testKey)
+
+// gateway is the REST API with /mcp behind one API key, over a real SQLite
+// store, engine, approval service, routine scheduler and the demo agent.
+type gateway struct {
+	t     *testing.T
+	srv   *httptest.Server
+	db    *sqlite.DB
+	aps   *approval.Service
+	clock *leasetest.Clock
+}
+
+func newGateway(t *testing.T) *gateway {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	clk := leasetest.NewClock()
+	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "db.sqlite"), sqlite.Options{Logger: log, Clock: clk, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents := map[string]*core.Agent{"demo": {
+		ID: "demo", Description: "the offline demo agent", Provider: "demo", ModelName: "demo", Model: demo.Model{},
+		Tools: []core.AgentTool{{
+			Spec: core.ToolSpec{Name: "deploy", Description: "Deploy a service", Parameters: json.RawMessage(
+				`{"type":"object","properties":{"service":{"type":"string"},"env":{"type":"string","enum":["staging","production"]}},"required":["service","env"]}`)},
+			Tool:     builtin.DemoDeploy{},
+			Approval: core.ApprovalRule{Required: true},
+		}},
+	}}
+	rt, err := routine.New(routine.Config{Store: db, Runs: db, Logger: log, Clock: clk, Agents: []string{"demo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Sync(t.Context(), []core.RoutineDef{{ID: "digest", AgentID: "demo", Schedule: "0 9 * * *", Timezone: "UTC",
+		Input: "Summarize the deploys.", DeliverTo: "none", Enabled: true, Missed: core.MissedSkip, MaxFailures: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	hub := &core.Hub{}
+	eng, err := core.NewEngine(core.EngineConfig{Store: db, Queue: db, Agents: agents, Hub: hub, Clock: clk, Logger: log,
+		OnFinish: rt.OnFinish, Handlers: rt.Handlers()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aps := approval.New(approval.Config{Store: db, Hub: hub, Clock: clk, Logger: log})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = eng.Start(ctx) }()
+	h := mcp.Handler(mcp.Config{Engine: eng, Store: db, Approvals: aps, Routines: rt, Logger: log, Version: "test",
+		Authenticated: true, PollInterval: 20 * time.Millisecond})
+	srv := httptest.NewServer(api.New(api.Config{Engine: eng, Store: db, Approvals: aps, Routines: rt, Keys: []string{testKey},
+		Logger: log, PollInterval: 20 * time.Millisecond, Protected: map[string]http.Handler{"/mcp": h}}))
+	t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		<-done
+		db.Close()
+	})
+	return &gateway{t: t, srv: srv, db: db, aps: aps, clock: clk}
+}
+
+// rest calls the REST API with the key and decodes the JSON answer into out.
+func (g *gateway) rest(method, path, body string, out any) int {
+	g.t.Helper()
+	req, err := http.NewRequestWithContext(g.t.Context(), method, g.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			g.t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, b, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// until polls f until it holds; it fails the test after 20s.
+func until(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !f() {
+		select {
+		case <-deadline:
+			t.Fatalf("gave up waiting for %s", what)
+		case <-tick.C:
+		}
+	}
+}
+
+// pending waits for exactly one pending approval and returns it.
+func (g *gateway) pending() core.Approval {
+	g.t.Helper()
+	var list core.Page[core.Approval]
+	until(g.t, "a pending approval", func() bool {
+		g.rest("GET", "/api/v1/approvals?status=pending", "", &list)
+		return len(list.Items) == 1
+	})
+	return list.Items[0]
+}
+
+type clientOpts struct {
+	legacy  bool                      // stay on the 2025 protocol (initialize handshake)
+	elicit  client.ElicitationHandler // nil: the client cannot elicit
+	onEvent func(mcpgo.JSONRPCNotification)
+}
+
+// connect starts an mcp-go client on t over tr.
+func connect(t *testing.T, tr transport.Interface, o clientOpts) *client.Client {
+	t.Helper()
+	var opts []client.ClientOption
+	if o.legacy {
+		opts = append(opts, client.WithLegacyProtocolOnly())
+	}
+	if o.elicit != nil {
+		opts = append(opts, client.WithElicitationHandler(o.elicit))
+	}
+	c := client.NewClient(tr, opts...)
+	if o.onEvent != nil {
+		c.OnNotification(o.onEvent)
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	init := mcpgo.InitializeRequest{}
+	init.Params.ClientInfo = mcpgo.Implementation{Name: "Claude Code", Version: "1.0"}
+	init.Params.ProtocolVersion = mcpgo.LATEST_PROTOCOL_VERSION
+	if _, err := c.Initialize(t.Context(), init); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// httpClient connects an mcp-go client to the gateway's /mcp with the key.
+func (g *gateway) httpClient(o clientOpts) *client.Client {
+	g.t.Helper()
+	tr, err := transport.NewStreamableHTTP(g.srv.URL+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + testKey}))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return connect(g.t, tr, o)
+}
+
+// call calls a tool and returns its result; a protocol error fails the test.
+func call(t *testing.T, c *client.Client, name string, args map[string]any) *mcpgo.CallToolResult {
+	t.Helper()
+	req := mcpgo.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = name, args
+	res, err := c.CallTool(t.Context(), req)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return res
+}
+
+func text(t *testing.T, res *mcpgo.CallToolResult) string {
+	t.Helper()
+	if len(res.Content) == 0 {
+		t.Fatalf("result has no content: %+v", res)
+	}
+	tc, ok := res.Content[0].(mcpgo.TextContent)
+	if !ok {
+		t.Fatalf("content is %T, want text", res.Content[0])
+	}
+	return tc.Text
+}
+
+// structured decodes a result's structured content into out.
+func structured(t *testing.T, res *mcpgo.CallToolResult, out any) {
+	t.Helper()
+	if res.IsError {
+		t.Fatalf("tool error: %s", text(t, res))
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatalf("structured content %s: %v", b, err)
+	}
+}
+
+// A client without elicitation runs the demo agent, sees the pending
+// approval, approves it with decide_approval and reads the completed run.
+func TestRunApproveAndReadRun(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		t.Run(map[bool]string{false: "2026", true: "2025"}[legacy], func(t *testing.T) {
+			g := newGateway(t)
+			c := g.httpClient(clientOpts{legacy: legacy})
+
+			var agents core.Page[api.AgentView]
+			structured(t, call(t, c, "list_agents", nil), &agents)
+			if len(agents.Items) != 1 || agents.Items[0].ID != "demo" {
+				t.Fatalf("agents = %+v", agents)
+			}
+
+			res := call(t, c, "run_agent", map[string]any{"agent": "demo", "input": "deploy web to staging"})
+			var paused api.RunView
+			structured(t, res, &paused)
+			if paused.Status != core.RunPaused || paused.Type != core.RunTypeMCP || paused.UserID != keyName || len(paused.PendingApprovals) != 1 {
+				t.Fatalf("run = %+v", paused)
+			}
+			a := paused.PendingApprovals[0]
+			if !strings.Contains(text(t, res), a.ID) || !strings.Contains(text(t, res), "decide_approval") {
+				t.Fatalf("text does not tell what to decide: %s", text(t, res))
+			}
+
+			var list core.Page[core.Approval]
+			structured(t, call(t, c, "list_approvals", nil), &list)
+			if len(list.Items) != 1 || list.Items[0].ID != a.ID || list.Items[0].Tool != "deploy" {
+				t.Fatalf("pending approvals = %+v", list)
+			}
+
+			var decided core.Approval
+			structured(t, call(t, c, "decide_approval", map[string]any{"approval_id": a.ID, "decision": "approve", "reason": "go"}), &decided)
+			if decided.Status != core.ApprovalApproved || decided.DecidedBy != keyName || decided.DecidedVia != "mcp" || decided.Reason != "go" {
+				t.Fatalf("decided = %+v", decided)
+			}
+			again := call(t, c, "decide_approval", map[string]any{"approval_id": a.ID, "decision": "deny"})
+			if !again.IsError || !strings.Contains(text(t, again), "already approved") {
+				t.Fatalf("second decision = %+v", again)
+			}
+
+			var run api.RunView
+			until(t, "the run to complete", func() bool {
+				structured(t, call(t, c, "get_run", map[string]any{"run_id": paused.ID}), &run)
+				return run.Status.Terminal()
+			})
+			if run.Status != core.RunCompleted || !strings.Contains(run.Output, "The deploy tool returned") {
+				t.Fatalf("run = %+v", run)
+			}
+		})
+	}
+}
+
+// A client that can elicit is asked inline; its answer decides the
+// approval and the run continues to its answer, in both protocol eras.
+func TestRunAgentAsksTheUser(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		legacy bool
+		answer mcpgo.ElicitationResult
+		status core.ApprovalStatus
+		output string
+		reason string
+	}{
+		{"approve", false, accept("approve", ""), core.ApprovalApproved, "The deploy tool returned", ""},
+		{"deny-2025", true, accept("deny", "freeze week"), core.ApprovalDenied, "did not go through", "freeze week"},
+		{"decline", false, mcpgo.ElicitationResult{ElicitationResponse: mcpgo.ElicitationResponse{Action: mcpgo.ElicitationResponseActionDecline}},
+			core.ApprovalDenied, "did not go through", "declined in the MCP client"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGateway(t)
+			asked := &elicitor{answer: tc.answer}
+			c := g.httpClient(clientOpts{legacy: tc.legacy, elicit: asked})
+			var run api.RunView
+			structured(t, call(t, c, "run_agent", map[string]any{"agent": "demo", "input": "deploy web to production"}), &run)
+			if run.Status != core.RunCompleted || !strings.Contains(run.Output, tc.output) {
+				t.Fatalf("run = %+v", run)
+			}
+			msgs := asked.messages()
+			if len(msgs) != 1 || !strings.Contains(msgs[0], "deploy") || !strings.Contains(msgs[0], `"env":"production"`) {
+				t.Fatalf("elicitations = %q", msgs)
+			}
+			var list core.Page[core.Approval]
+			g.rest("GET", "/api/v1/approvals?run_id="+run.ID, "", &list)
+			if len(list.Items) != 1 {
+				t.Fatalf("approvals = %+v", list)
+			}
+			a := list.Items[0]
+			if a.Status != tc.status || a.DecidedBy != keyName || a.DecidedVia != "mcp" || a.Reason != tc.reason {
+				t.Fatalf("approval = %+v", a)
+			}
+		})
+	}
+}
+
+func accept(decision, reason string) mcpgo.ElicitationResult {
+	content := map[string]any{"decision": decision}
+	if reason != "" {
+		content["reason"] = reason
+	}
+	return mcpgo.ElicitationResult{ElicitationResponse: mcpgo.ElicitationResponse{Action: mcpgo.ElicitationResponseActionAccept, Content: content}}
+}
+
+// elicitor answers every elicitation with answer and records its messages.
+type elicitor struct {
+	mu     sync.Mutex
+	answer mcpgo.ElicitationResult
+	asked  []string
+}
+
+func (e *elicitor) Elicit(ctx context.Context, req mcpgo.ElicitationRequest) (*mcpgo.ElicitationResult, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.asked = append(e.asked, req.Params.Message)
+	a := e.answer
+	return &a, nil
+}
+
+func (e *elicitor) messages() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.asked...)
+}
+
+// A user who cancels the question leaves the approval pending; run_agent
+// answers with it instead of asking again.
+func TestRunAgentCancelledQuestionLeavesApprovalPending(t *testing.T) {
+	g := newGateway(t)
+	asked := &elicitor{answer: mcpgo.ElicitationResult{ElicitationResponse: mcpgo.ElicitationResponse{Action: mcpgo.ElicitationResponseActionCancel}}}
+	c := g.httpClient(clientOpts{elicit: asked})
+	res := call(t, c, "run_agent", map[string]any{"agent": "demo", "input": "deploy api to staging"})
+	var run api.RunView
+	structured(t, res, &run)
+	if run.Status != core.RunPaused || len(run.PendingApprovals) != 1 || len(asked.messages()) != 1 {
+		t.Fatalf("run = %+v, asked %d times", run, len(asked.messages()))
+	}
+	if !strings.Contains(text(t, res), "left pending") {
+		t.Fatalf("text = %s", text(t, res))
+	}
+}
+
+// run_agent reports the run's steps as progress notifications when the
+// client sends a progress token.
+func TestRunAgentProgress(t *testing.T) {
+	g := newGateway(t)
+	var mu sync.Mutex
+	var got []string
+	c := g.httpClient(clientOpts{legacy: true, onEvent: func(n mcpgo.JSONRPCNotification) {
+		if n.Method != string(mcpgo.MethodNotificationProgress) {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if n.Params.AdditionalFields["progressToken"] == "tok-1" {
+			got = append(got, n.Params.AdditionalFields["message"].(string))
+		}
+	}})
+	req := mcpgo.CallToolRequest{}
+	req.Params.Name = "run_agent"
+	req.Params.Arguments = map[string]any{"agent": "demo", "input": "deploy web to staging"}
+	req.Params.Meta = &mcpgo.Meta{ProgressToken: "tok-1"}
+	if _, err := c.CallTool(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	// The client hands notifications to their handler on its own time; the
+	// last ones, sent as the call answers, may be lost (progress is best
+	// effort), so only the steps before the pause are awaited.
+	until(t, "the progress of the run's steps", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		joined := strings.Join(got, "|")
+		for _, want := range []string{"run running", "deploy.", "model calls deploy"} {
+			if !strings.Contains(joined, want) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestRoutinesAndSessions(t *testing.T) {
+	g := newGateway(t)
+	c := g.httpClient(clientOpts{})
+	var routines core.Page[core.Routine]
+	structured(t, call(t, c, "list_routines", nil), &routines)
+	if len(routines.Items) != 1 || routines.Items[0].ID != "digest" {
+		t.Fatalf("routines = %+v", routines)
+	}
+	var fired core.Run
+	structured(t, call(t, c, "trigger_routine", map[string]any{"routine_id": "digest", "input": "only prod"}), &fired)
+	if fired.Type != core.RunTypeRoutine || fired.RoutineID != "digest" || !strings.Contains(fired.Input, "only prod") {
+		t.Fatalf("fired run = %+v", fired)
+	}
+	if res := call(t, c, "trigger_routine", map[string]any{"routine_id": "nope"}); !res.IsError {
+		t.Fatalf("unknown routine: %+v", res)
+	}
+
+	var first api.RunView
+	structured(t, call(t, c, "run_agent", map[string]any{"agent": "demo", "input": "hello"}), &first)
+	var second api.RunView
+	structured(t, call(t, c, "run_agent", map[string]any{"agent": "demo", "input": "and again", "session_id": first.SessionID}), &second)
+	if second.SessionID != first.SessionID || second.Status != core.RunCompleted {
+		t.Fatalf("second run = %+v", second)
+	}
+	var sessions core.Page[core.Session]
+	structured(t, call(t, c, "list_sessions", map[string]any{"user_id": keyName}), &sessions)
+	if len(sessions.Items) != 1 || sessions.Items[0].ID != first.SessionID {
+		t.Fatalf("sessions = %+v", sessions)
+	}
+	var msgs struct {
+		Items []struct {
+			Role  string `json:"role"`
+			Text  string `json:"text"`
+			RunID string `json:"run_id"`
+		} `json:"items"`
+	}
+	structured(t, call(t, c, "get_session_messages", map[string]any{"session_id": first.SessionID}), &msgs)
+	if len(msgs.Items) != 4 || msgs.Items[0].Text != "hello" || msgs.Items[1].Role != "assistant" || msgs.Items[1].Text != first.Output ||
+		msgs.Items[2].Text != "and again" || msgs.Items[3].RunID != second.ID {
+		t.Fatalf("messages = %+v", msgs.Items)
+	}
+	if res := call(t, c, "get_session_messages", map[string]any{"session_id": "nope"}); !res.IsError {
+		t.Fatalf("unknown session: %+v", res)
+	}
+}
+
+// approval_prompt blocks until the approval is decided through the REST API
+// (or expires), then answers as Claude Code's permission prompt tool expects.
+func TestApprovalPrompt(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		decide func(g *gateway, a core.Approval)
+		want   string
+	}{
+		{"allow", func(g *gateway, a core.Approval) {
+			g.rest("POST", "/api/v1/approvals/"+a.ID+"/decision", `{"decision":"approve","decided_by":"bob"}`, nil)
+		}, `{"behavior":"allow","updatedInput":{"command":"rm -rf build","description":"clean"}}`},
+		{"deny", func(g *gateway, a core.Approval) {
+			g.rest("POST", "/api/v1/approvals/"+a.ID+"/decision", `{"decision":"deny","decided_by":"bob","reason":"not on Friday"}`, nil)
+		}, `{"behavior":"deny","message":"agentgate: denied by bob via api: not on Friday"}`},
+		{"expire", func(g *gateway, a core.Approval) {
+			g.clock.Advance(16 * time.Minute)
+			if n, err := g.aps.ExpireDue(g.t.Context()); err != nil || n != 1 {
+				g.t.Fatalf("ExpireDue = %d, %v", n, err)
+			}
+		}, `{"behavior":"deny","message":"agentgate: expired: nobody decided within 15m0s"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGateway(t)
+			c := g.httpClient(clientOpts{legacy: true})
+			answer := make(chan *mcpgo.CallToolResult, 1)
+			go func() {
+				req := mcpgo.CallToolRequest{}
+				req.Params.Name = "approval_prompt"
+				req.Params.Arguments = map[string]any{"tool_name": "Bash", "tool_use_id": "toolu_01",
+					"input": map[string]any{"command": "rm -rf build", "description": "clean"}}
+				res, err := c.CallTool(t.Context(), req)
+				if err != nil {
+					t.Error(err)
+				}
+				answer <- res
+			}()
+			a := g.pending()
+			if a.Tool != "Bash" || string(a.Arguments) != `{"command":"rm -rf build","description":"clean"}` || a.RequestedBy != keyName || a.ToolCallID != "toolu_01" {
+				t.Fatalf("approval = %+v", a)
+			}
+			var run core.Run
+			g.rest("GET", "/api/v1/runs/"+a.RunID, "", &run)
+			if run.Type != core.RunTypeExternal || run.AgentID != "claude-code" || !strings.HasPrefix(run.SessionID, "mcp-") {
+				t.Fatalf("run = %+v", run)
+			}
+			select {
+			case res := <-answer:
+				t.Fatalf("approval_prompt answered before the decision: %+v", res)
+			default:
+			}
+			tc.decide(g, a)
+			res := <-answer
+			if res == nil {
+				t.FailNow()
+			}
+			if got := text(t, res); got != tc.want {
+				t.Fatalf("answer = %s\nwant     %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// A repeated approval_prompt for the same tool_use_id waits on the same
+// approval, which outlives a caller that stops waiting; the last caller to
+// stop waiting cancels it.
+func TestApprovalPromptRetryAndCancel(t *testing.T) {
+	g := newGateway(t)
+	args := map[string]any{"tool_name": "Edit", "tool_use_id": "toolu_02", "input": map[string]any{"file": "main.go"}}
+	prompt := func(c *client.Client, ctx context.Context, progress string) (*mcpgo.CallToolResult, error) {
+		req := mcpgo.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = "approval_prompt", args
+		if progress != "" {
+			req.Params.Meta = &mcpgo.Meta{ProgressToken: progress}
+		}
+		return c.CallTool(ctx, req)
+	}
+	firstCtx, stopFirst := context.WithCancel(t.Context())
+	first := make(chan error, 1)
+	go func() {
+		_, err := prompt(g.httpClient(clientOpts{}), firstCtx, "")
+		first <- err
+	}()
+	a := g.pending()
+
+	waiting := make(chan struct{})
+	var once sync.Once
+	c2 := g.httpClient(clientOpts{legacy: true, onEvent: func(n mcpgo.JSONRPCNotification) {
+		if n.Method == string(mcpgo.MethodNotificationProgress) {
+			once.Do(func() { close(waiting) }) // the second call waits too
+		}
+	}})
+	second := make(chan *mcpgo.CallToolResult, 1)
+	go func() {
+		res, err := prompt(c2, t.Context(), "p2")
+		if err != nil {
+			t.Error(err)
+		}
+		second <- res
+	}()
+	<-waiting
+	stopFirst()
+	if err := <-first; err == nil {
+		t.Fatal("the cancelled call answered")
+	}
+	g.rest("POST", "/api/v1/approvals/"+a.ID+"/decision", `{"decision":"approve"}`, nil)
+	if res := <-second; res == nil || text(t, res) != `{"behavior":"allow","updatedInput":{"file":"main.go"}}` {
+		t.Fatalf("second call = %+v", res)
+	}
+
+	args["tool_use_id"] = "toolu_03"
+	lastCtx, stopLast := context.WithCancel(t.Context())
+	last := make(chan error, 1)
+	go func() {
+		_, err := prompt(g.httpClient(clientOpts{}), lastCtx, "")
+		last <- err
+	}()
+	b := g.pending()
+	stopLast()
+	<-last
+	until(t, "the approval to be cancelled", func() bool {
+		var got core.Approval
+		g.rest("GET", "/api/v1/approvals/"+b.ID, "", &got)
+		return got.Status == core.ApprovalCancelled
+	})
+}
+
+func TestMCPNeedsAValidKey(t *testing.T) {
+	g := newGateway(t)
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	for name, auth := range map[string]string{"no key": "", "wrong key": "Bearer wrong-key-0123456789abcdef"} {
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", g.srv.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s: status %d, want 401", name, resp.StatusCode)
+		}
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs from what the server sends (go test -update rewrites it):\n%s", path, got)
+	}
+}
+
+// What clients see: the tools with their JSON Schemas, the resources and
+// the prompt.
+func TestListsGolden(t *testing.T) {
+	g := newGateway(t)
+	c := g.httpClient(clientOpts{legacy: true})
+	tools, err := c.ListTools(t.Context(), mcpgo.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.ListResources(t.Context(), mcpgo.ListResourcesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := c.ListResourceTemplates(t.Context(), mcpgo.ListResourceTemplatesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompts, err := c.ListPrompts(t.Context(), mcpgo.ListPromptsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.MarshalIndent(map[string]any{"tools": tools.Tools, "resources": res.Resources,
+		"resourceTemplates": tpl.ResourceTemplates, "prompts": prompts.Prompts}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "lists.golden", append(b, '\n'))
+
+	read, err := c.ReadResource(t.Context(), mcpgo.ReadResourceRequest{Params: mcpgo.ReadResourceParams{URI: "agentgate://agents/demo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc, ok := read.Contents[0].(mcpgo.TextResourceContents); !ok || !strings.Contains(tc.Text, `"approval_required": true`) {
+		t.Fatalf("agent resource = %+v", read.Contents)
+	}
+}

@@ -1,0 +1,423 @@
+package slack_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	approval "github.com/agentgate/agentgate/approvals"
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
+	"github.com/agentgate/agentgate/interfaces/slack"
+	"github.com/agentgate/agentgate/interfaces/slack/slacktest"
+	"github.com/agentgate/agentgate/store/sqlite"
+)
+
+// Approval cards, clicks and slash commands, on a real store against the
+// fake Slack.
+
+const (
+	cardChannel = "C0DEPLOYS1"
+	cardThread  = "1700000100.000100"
+	ana         = "U0ANA00001"
+	bob         = "U0BOB00001"
+)
+
+type approvalsEnv struct {
+	db       *sqlite.DB
+	fake     *slacktest.Server
+	client   *slack.Client
+	notifier *slack.Notifier
+	router   *chat.Approvals
+	aps      *approval.Service
+	h        *slack.Handler
+	routines *fakeRoutines
+}
+
+type nopSubmitter struct{}
+
+func (nopSubmitter) Submit(context.Context, core.SubmitRequest) (core.Run, error) {
+	return core.Run{}, fmt.Errorf("not in this test")
+}
+
+func newApprovalsEnv(t *testing.T) *approvalsEnv {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "db.sqlite"), sqlite.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	e := &approvalsEnv{db: db, fake: slacktest.New(t), routines: &fakeRoutines{}}
+	e.fake.UserGroup("S0ONCALL01", ana)
+	if e.client, err = slack.NewClient(slack.ClientConfig{Token: e.fake.Token, APIURL: e.fake.URL, ChannelInterval: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if e.notifier, err = slack.NewNotifier(slack.NotifierConfig{Store: db, Client: e.client, Logger: log}); err != nil {
+		t.Fatal(err)
+	}
+	e.router = &chat.Approvals{Store: db, Renderers: map[string]chat.ApprovalRenderer{chat.PlatformSlack: e.notifier}}
+	e.aps = approval.New(approval.Config{Store: db, Logger: log})
+	e.h, err = slack.NewHandler(slack.HandlerConfig{
+		SigningSecret: secret, Engine: nopSubmitter{}, Sessions: db, Inbox: db, Logger: log, DefaultAgent: "ops",
+		Parser:   slack.Parser{BotUserID: slacktest.DefaultUserID, BotID: slacktest.DefaultBotID},
+		Interact: slack.InteractConfig{Approvals: e.aps, Store: db, Client: e.client, Routines: e.routines},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// pause creates a Slack run of bob's in the thread and pauses it for a
+// deploy approval under policy.
+func (e *approvalsEnv) pause(t *testing.T, policy core.ApprovalPolicy) core.Approval {
+	t.Helper()
+	ctx := t.Context()
+	now := time.Now().UTC()
+	sid := "ops:slack:T1:" + cardChannel + ":" + cardThread + ":" + core.NewID("s")
+	run, err := e.db.CreateRun(ctx, core.NewRun{
+		Session: core.Session{ID: sid, Binding: core.Binding{Platform: chat.PlatformSlack, Channel: cardChannel, Thread: cardThread}},
+		Run:     core.Run{ID: core.NewID("run"), AgentID: "ops", UserID: bob, Type: core.RunTypeChat, Input: "deploy web"},
+		Events:  []core.Event{core.NewEvent(core.EventUserMessage, core.UserMessage{Text: "deploy web", UserID: bob})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.ClaimRun(ctx, run.ID, "w", now, now.Add(time.Minute), nil); err != nil {
+		t.Fatal(err)
+	}
+	a := core.Approval{ID: core.NewID("apr"), RunID: run.ID, ToolCallID: "call_1", Tool: "deploy",
+		Arguments: json.RawMessage(`{"service":"web","env":"production"}`), Policy: policy, RequestedBy: bob,
+		CreatedAt: now, ExpiresAt: now.Add(15 * time.Minute)}
+	if _, err := e.db.PauseRun(ctx, run.ID, "w", a, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.db.GetApproval(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// render runs the approval job for a's current state, as the engine would.
+func (e *approvalsEnv) render(t *testing.T, id string) {
+	t.Helper()
+	a, err := e.db.GetApproval(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.router.Handle(t.Context(), core.ApprovalJobFor(id, a.Status)); err != nil {
+		t.Fatalf("render approval %s (%s): %v", id, a.Status, err)
+	}
+}
+
+// cards returns the bot's approval cards in the thread.
+func (e *approvalsEnv) cards() []slacktest.Message {
+	var out []slacktest.Message
+	for _, m := range e.fake.Replies(cardChannel, cardThread) {
+		if strings.Contains(string(m.Blocks), "approval_summary") {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func hasButtons(m slacktest.Message) bool {
+	return strings.Contains(string(m.Blocks), `"approval_actions"`)
+}
+
+func (e *approvalsEnv) send(t *testing.T, body []byte) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	e.h.ServeHTTP(rec, slacktest.SignedRequest(secret, body, time.Now()))
+	return rec.Code, rec.Body.String()
+}
+
+func (e *approvalsEnv) click(t *testing.T, user, action, approvalID string) {
+	t.Helper()
+	p, _ := json.Marshal(map[string]any{
+		"type": "block_actions", "api_app_id": "A1", "token": "x",
+		"user":       map[string]any{"id": user, "team_id": "T1"},
+		"team":       map[string]any{"id": "T1"},
+		"container":  map[string]any{"type": "message", "message_ts": "1700000101.000100", "channel_id": cardChannel, "thread_ts": cardThread},
+		"channel":    map[string]any{"id": cardChannel},
+		"trigger_id": "1337." + user + "." + core.NewID("t"), "response_url": "http://127.0.0.1:1/r",
+		"actions": []map[string]any{{"action_id": action, "block_id": "approval_actions", "type": "button", "value": approvalID, "action_ts": "1700000102.000100"}},
+	})
+	if code, body := e.send(t, []byte("payload="+url.QueryEscape(string(p)))); code != http.StatusOK {
+		t.Fatalf("click: %d %s", code, body)
+	}
+}
+
+// told waits for an ephemeral message to user containing want.
+func (e *approvalsEnv) told(t *testing.T, user, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, m := range e.fake.Ephemerals() {
+			if m.User == user && strings.Contains(m.Text, want) {
+				if m.Channel != cardChannel || m.ThreadTS != cardThread {
+					t.Errorf("ephemeral %q went to %s/%s, want the card's thread", m.Text, m.Channel, m.ThreadTS)
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no ephemeral to %s containing %q; got %+v", user, want, e.fake.Ephemerals())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (e *approvalsEnv) status(t *testing.T, id string) core.Approval {
+	t.Helper()
+	a, err := e.db.GetApproval(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestApprovalCardFollowsDecision(t *testing.T) {
+	t.Parallel()
+	e := newApprovalsEnv(t)
+	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{ana}})
+	e.render(t, a.ID)
+	e.render(t, a.ID) // a retried job posts no second card
+	cards := e.cards()
+	if len(cards) != 1 || !hasButtons(cards[0]) {
+		t.Fatalf("cards = %+v, want one with buttons", cards)
+	}
+	if !strings.Contains(string(cards[0].Blocks), "\\u003c@"+ana+"\\u003e") {
+		t.Errorf("card does not say who may approve: %s", cards[0].Blocks)
+	}
+	// Decided through the API: the card shows it, without buttons.
+	if _, err := e.aps.Decide(t.Context(), a.ID, approval.Request{Approve: false, By: ana, Via: "api", Reason: "freeze"}); err != nil {
+		t.Fatal(err)
+	}
+	e.render(t, a.ID)
+	cards = e.cards()
+	if len(cards) != 1 || hasButtons(cards[0]) || !strings.Contains(string(cards[0].Blocks), "Denied by \\u003c@"+ana+"\\u003e: freeze") {
+		t.Fatalf("after the decision: %+v", cards)
+	}
+}
+
+// The decision's job may run before the card was ever posted: the card
+// appears already decided, and the late "pending" job changes nothing.
+func TestApprovalDecidedBeforeCardPosted(t *testing.T) {
+	t.Parallel()
+	e := newApprovalsEnv(t)
+	a := e.pause(t, core.ApprovalPolicy{})
+	if _, err := e.aps.Decide(t.Context(), a.ID, approval.Request{Approve: true, By: "ci-key", Via: "api"}); err != nil {
+		t.Fatal(err)
+	}
+	e.render(t, a.ID)
+	if err := e.router.Handle(t.Context(), core.ApprovalJobFor(a.ID, core.ApprovalPending)); err != nil {
+		t.Fatal(err)
+	}
+	cards := e.cards()
+	if len(cards) != 1 || hasButtons(cards[0]) || !strings.Contains(string(cards[0].Blocks), "Approved by ci-key") {
+		t.Fatalf("cards = %+v, want one, approved, without buttons", cards)
+	}
+}
+
+// A card whose post failed in a way that may have posted it is never posted
+// again; one Slack refused is posted by the retry.
+func TestApprovalCardNeverPostedTwice(t *testing.T) {
+	t.Parallel()
+	e := newApprovalsEnv(t)
+	a := e.pause(t, core.ApprovalPolicy{})
+	e.fake.ServerError("chat.postMessage", http.StatusInternalServerError, 1)
+	e.render(t, a.ID) // outcome unknown: recorded, not retried
+	e.render(t, a.ID)
+	if n := len(e.fake.Calls("chat.postMessage")); n != 1 {
+		t.Fatalf("%d chat.postMessage calls after an unknown outcome, want 1", n)
+	}
+
+	b := e.pause(t, core.ApprovalPolicy{})
+	e.fake.Error("chat.postMessage", "channel_not_found", 1)
+	if err := e.router.Handle(t.Context(), core.ApprovalJobFor(b.ID, core.ApprovalPending)); err == nil {
+		t.Fatal("a refused post reported success; the job would not be retried")
+	}
+	e.render(t, b.ID)
+	found := 0
+	for _, c := range e.cards() {
+		if strings.Contains(string(c.Blocks), b.ID) {
+			found++
+		}
+	}
+	if found != 1 {
+		t.Fatalf("card of %s posted %d times after a refusal and a retry, want 1", b.ID, found)
+	}
+}
+
+func TestClickByApproverDecides(t *testing.T) {
+	t.Parallel()
+	e := newApprovalsEnv(t)
+	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{ana}})
+	e.click(t, ana, chat.ActionApprove, a.ID)
+	got := e.status(t, a.ID)
+	if got.Status != core.ApprovalApproved || got.DecidedBy != ana || got.DecidedVia != chat.PlatformSlack {
+		t.Fatalf("approval after ana's click = %s by %s via %s", got.Status, got.DecidedBy, got.DecidedVia)
+	}
+	e.click(t, ana, chat.ActionDeny, a.ID) // a second click changes nothing
+	e.told(t, ana, "already approved")
+	if got := e.status(t, a.ID); got.Status != core.ApprovalApproved {
+		t.Fatalf("second click changed the decision to %s", got.Status)
+	}
+}
+
+func TestClickByNonApproverRefused(t *testing.T) {
+	t.Parallel()
+	e := newApprovalsEnv(t)
+	for _, tc := range []struct {
+		name   string
+		policy core.ApprovalPolicy
+		user   string
+		want   string
+	}{
+		{"not listed", core.ApprovalPolicy{Approvers: []string{ana}}, bob, "not in the tool's approvers"},
+		{"not in the group", core.ApprovalPolicy{Approvers: []string{"S0ONCALL01"}}, bob, "not in the tool's approvers"},
+		{"own request", core.ApprovalPolicy{ExcludeRequester: true}, bob, "may not approve their own request"},
+	} {
+		a := e.pause(t, tc.policy)
+		e.click(t, tc.user, chat.ActionApprove, a.ID)
+		e.told(t, tc.user, tc.want)
+		if got := e.status(t, a.ID); got.Status != core.ApprovalPending {
+			t.Errorf("%s: approval %s after a refused click, want pending", tc.name, got.Status)
+		}
+	}
+	// A member of the approving user group may decide.
+	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{"S0ONCALL01"}})
+	e.click(t, ana, chat.ActionApprove, a.ID)
+	if got := e.status(t, a.ID); got.Status != core.ApprovalApproved {
+		t.Errorf("group member's click: approval %s, want approved", got.Status)
+	}
+}
+
+// Deny opens a modal asking for a reason; its submission denies with it.
+func TestDenyAsksForReason(t *testing.T) {
+	t.Parallel()
+	e := newApprovalsEnv(t)
+	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{ana}})
+	e.click(t, ana, chat.ActionDeny, a.ID)
+	views := e.fake.Views()
+	if len(views) != 1 {
+		t.Fatalf("views opened = %d, want the deny modal", len(views))
+	}
+	if got := e.status(t, a.ID); got.Status != core.ApprovalPending {
+		t.Fatalf("approval %s before the modal was submitted, want pending", got.Status)
+	}
+	var view struct {
+		CallbackID      string          `json:"callback_id"`
+		PrivateMetadata string          `json:"private_metadata"`
+		Blocks          json.RawMessage `json:"blocks"`
+	}
+	if err := json.Unmarshal(views[0].View, &view); err != nil {
+		t.Fatal(err)
+	}
+	sub, _ := json.Marshal(map[string]any{
+		"type": "view_submission", "team": map[string]any{"id": "T1"}, "user": map[string]any{"id": ana},
+		"view": map[string]any{"id": "V0001", "hash": "h1", "type": "modal", "callback_id": view.CallbackID,
+			"private_metadata": view.PrivateMetadata,
+			"state": map[string]any{"values": map[string]any{"reason": map[string]any{"reason": map[string]any{
+				"type": "plain_text_input", "value": "  not during the freeze  "}}}}},
+	})
+	if code, body := e.send(t, []byte("payload="+url.QueryEscape(string(sub)))); code != http.StatusOK || body != "" {
+		t.Fatalf("view_submission answer: %d %q, want an empty 200 (closes the modal)", code, body)
+	}
+	got := e.status(t, a.ID)
+	if got.Status != core.ApprovalDenied || got.Reason != "not during the freeze" || got.DecidedBy != ana {
+		t.Fatalf("approval after the modal: %s by %s, reason %q", got.Status, got.DecidedBy, got.Reason)
+	}
+}
+
+type fakeRoutines struct {
+	triggered []string
+}
+
+func (f *fakeRoutines) List(context.Context, core.ListOptions) (core.Page[core.Routine], error) {
+	next := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	return core.Page[core.Routine]{Items: []core.Routine{
+		{ID: "daily-digest", AgentID: "ops", Schedule: "0 9 * * 1-5", Enabled: true, NextFireAt: &next},
+		{ID: "cost-check", AgentID: "ops", Schedule: "@daily"},
+	}}, nil
+}
+
+func (f *fakeRoutines) TriggerIn(_ context.Context, id, extra, user string, b core.Binding) (core.Run, error) {
+	if id != "daily-digest" {
+		return core.Run{}, fmt.Errorf("routine %s: %w", id, core.ErrNotFound)
+	}
+	f.triggered = append(f.triggered, fmt.Sprintf("%s|%s|%s|%s:%s", id, extra, user, b.Platform, b.Channel))
+	return core.Run{ID: "run_digest1"}, nil
+}
+
+func TestSlashCommand(t *testing.T) {
+	t.Parallel()
+	e := newApprovalsEnv(t)
+	e.pause(t, core.ApprovalPolicy{Approvers: []string{ana}})
+	command := func(user, text string) slack.CommandReply {
+		t.Helper()
+		f := url.Values{"team_id": {"T1"}, "channel_id": {cardChannel}, "user_id": {user}, "user_name": {"x"},
+			"command": {"/agentgate"}, "text": {text}, "trigger_id": {"t." + core.NewID("t")}, "response_url": {"http://127.0.0.1:1/c"}}
+		code, body := e.send(t, []byte(f.Encode()))
+		var r slack.CommandReply
+		if err := json.Unmarshal([]byte(body), &r); code != http.StatusOK || err != nil || r.ResponseType != "ephemeral" {
+			t.Fatalf("/agentgate %s: %d %s, want an ephemeral answer", text, code, body)
+		}
+		return r
+	}
+	for _, tc := range []struct{ user, text, want string }{
+		{bob, "", "/agentgate run <routine>"},
+		{bob, "help", "/agentgate approvals"},
+		{bob, "routines", "`daily-digest` (on)"},
+		{bob, "run daily-digest only prod", "Started routine `daily-digest`"},
+		{bob, "run nope", "There is no routine `nope`"},
+		{bob, "run", "Name the routine"},
+		{ana, "approvals", "wants to run `deploy`"},
+		{bob, "approvals", "Nothing is waiting for your decision"},
+		{bob, "dance", "Unknown command `dance`"},
+	} {
+		if got := command(tc.user, tc.text); !strings.Contains(got.Text, tc.want) {
+			t.Errorf("/agentgate %s by %s = %q, want it to contain %q", tc.text, tc.user, got.Text, tc.want)
+		}
+	}
+	if want := "daily-digest|only prod|" + bob + "|slack:" + cardChannel; len(e.routines.triggered) != 1 || e.routines.triggered[0] != want {
+		t.Errorf("triggered = %v, want [%s]", e.routines.triggered, want)
+	}
+}
+
+func TestRoutineResultPostedOnce(t *testing.T) {
+	t.Parallel()
+	e := newApprovalsEnv(t)
+	b := core.Binding{Platform: chat.PlatformSlack, Channel: cardChannel}
+	long := "*Routine daily-digest*\n\n" + strings.Repeat("All deploys went well. ", 3000)
+	for range 2 {
+		if err := e.notifier.DeliverResult(t.Context(), b, "routine:run_1:slack:"+cardChannel, long); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs := e.fake.Messages(cardChannel)
+	if len(msgs) < 2 {
+		t.Fatalf("a %d-character result was posted as %d messages, want it split", len(long), len(msgs))
+	}
+	var text strings.Builder
+	for _, m := range msgs {
+		if m.ThreadTS != "" {
+			t.Errorf("result posted in a thread (%s), want top level", m.ThreadTS)
+		}
+		text.WriteString(m.Text)
+	}
+	if got := strings.Count(text.String(), "deploys"); got != 3000 {
+		t.Errorf("posted %d of the 3000 \"deploys\" (delivered twice, posted once)", got)
+	}
+}

@@ -1,0 +1,114 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentgate/agentgate/core"
+)
+
+var _ core.Inbox = (*DB)(nil)
+
+// AppendInbox implements core.Inbox. The batch is one INSERT; its rows are
+// inserted in key order, so that two replicas appending overlapping batches
+// wait for each other's keys in one order and cannot deadlock (the claim
+// order is received_at, not the insert order).
+func (db *DB) AppendInbox(ctx context.Context, msgs []core.InboxMessage) (int, error) {
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	platforms, keys := make([]string, len(msgs)), make([]string, len(msgs))
+	payloads, received := make([][]byte, len(msgs)), make([]time.Time, len(msgs))
+	for i, m := range msgs {
+		platforms[i], keys[i], payloads[i], received[i] = m.Platform, m.Key, m.Payload, m.ReceivedAt
+	}
+	// WITH ORDINALITY keeps the first of two messages with one key in the
+	// batch: the later one then conflicts with it and is skipped.
+	tag, err := db.pool.Exec(ctx, `INSERT INTO inbox (platform, dedupe_key, payload, received_at)
+		SELECT platform, dedupe_key, payload, received_at
+		FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[]) WITH ORDINALITY
+			AS m (platform, dedupe_key, payload, received_at, n)
+		ORDER BY platform, dedupe_key, n
+		ON CONFLICT DO NOTHING`, platforms, keys, payloads, received)
+	if err != nil {
+		return 0, fmt.Errorf("append inbox: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// ClaimInbox implements core.Inbox. Concurrent claims skip the rows another
+// one is taking (FOR UPDATE SKIP LOCKED).
+func (db *DB) ClaimInbox(ctx context.Context, platform, owner string, now, until time.Time, limit int) ([]core.InboxMessage, error) {
+	rows, _ := db.pool.Query(ctx, `UPDATE inbox SET claimed_by = $2, claim_until = $4, attempts = attempts + 1
+		WHERE seq IN (SELECT seq FROM inbox WHERE platform = $1 AND processed_at IS NULL AND claim_until <= $3
+			ORDER BY received_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED)
+		RETURNING dedupe_key, payload, received_at, attempts`, platform, owner, now, until, limit)
+	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.InboxMessage, error) {
+		m := core.InboxMessage{Platform: platform}
+		err := row.Scan(&m.Key, &m.Payload, &m.ReceivedAt, &m.Attempts)
+		m.ReceivedAt = utc(m.ReceivedAt)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim inbox %s: %w", platform, err)
+	}
+	core.SortInbox(msgs) // RETURNING has no order
+	return msgs, nil
+}
+
+// ReleaseInbox implements core.Inbox.
+func (db *DB) ReleaseInbox(ctx context.Context, platform, owner string) (int, error) {
+	tag, err := db.pool.Exec(ctx, `UPDATE inbox SET claimed_by = '', claim_until = '-infinity'
+		WHERE platform = $1 AND claimed_by = $2 AND processed_at IS NULL`, platform, owner)
+	if err != nil {
+		return 0, fmt.Errorf("release inbox claims of %s: %w", owner, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// RetryInbox implements core.Inbox.
+func (db *DB) RetryInbox(ctx context.Context, platform, key, reason string, retryAt time.Time) error {
+	if _, err := db.pool.Exec(ctx, `UPDATE inbox SET claimed_by = '', claim_until = $3, error = $4
+		WHERE platform = $1 AND dedupe_key = $2 AND processed_at IS NULL`, platform, key, retryAt, reason); err != nil {
+		return fmt.Errorf("retry inbox message %s: %w", key, err)
+	}
+	return nil
+}
+
+// SettleInbox implements core.Inbox.
+func (db *DB) SettleInbox(ctx context.Context, platform, key, reason string, at time.Time) error {
+	if _, err := db.pool.Exec(ctx, `UPDATE inbox SET processed_at = $3, error = $4, claimed_by = '', claim_until = '-infinity'
+		WHERE platform = $1 AND dedupe_key = $2 AND processed_at IS NULL`, platform, key, at, reason); err != nil {
+		return fmt.Errorf("settle inbox message %s: %w", key, err)
+	}
+	return nil
+}
+
+// markInboxTx records, inside CreateRun's transaction, that the message
+// (platform, key) started run runID: a message the ingest path appended and
+// nobody processed yet is marked processed, an unknown one is inserted
+// processed. It returns a *core.DuplicateError when the message was
+// processed already. The upsert locks the row: a concurrent CreateRun of the
+// same message waits for this transaction and then finds it processed.
+func markInboxTx(ctx context.Context, tx *txn, platform, key, runID string, at time.Time) error {
+	tag, err := tx.Exec(ctx, `INSERT INTO inbox (platform, dedupe_key, received_at, run_id, processed_at)
+		VALUES ($1, $2, $3, $4, $3)
+		ON CONFLICT (platform, dedupe_key) DO UPDATE SET run_id = EXCLUDED.run_id,
+			processed_at = EXCLUDED.processed_at, payload = NULL, error = '', claimed_by = '', claim_until = '-infinity'
+		WHERE inbox.processed_at IS NULL`, platform, key, at, runID)
+	if err != nil {
+		return fmt.Errorf("mark inbox: %w", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	dup := &core.DuplicateError{Platform: platform, Key: key}
+	if err := tx.QueryRow(ctx, `SELECT run_id FROM inbox WHERE platform = $1 AND dedupe_key = $2`,
+		platform, key).Scan(&dup.RunID); err != nil {
+		return fmt.Errorf("mark inbox: %w", err)
+	}
+	return dup
+}

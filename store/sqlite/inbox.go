@@ -1,0 +1,147 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/agentgate/agentgate/core"
+)
+
+var _ core.Inbox = (*DB)(nil)
+
+// AppendInbox implements core.Inbox.
+func (db *DB) AppendInbox(ctx context.Context, msgs []core.InboxMessage) (int, error) {
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	added := 0
+	// Urgent: deliveries wait for this commit before they are acknowledged.
+	err := db.writeTx(ctx, true, func(tx *sql.Tx) error {
+		added = 0
+		stmt, err := tx.PrepareContext(ctx, `INSERT INTO inbox(platform, dedupe_key, payload, received_at)
+			VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for _, m := range msgs {
+			res, err := stmt.ExecContext(ctx, m.Platform, m.Key, m.Payload, m.ReceivedAt.UnixNano())
+			if err != nil {
+				return fmt.Errorf("message %s: %w", m.Key, err)
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else {
+				added += int(n)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("append inbox: %w", err)
+	}
+	return added, nil
+}
+
+// ClaimInbox implements core.Inbox.
+func (db *DB) ClaimInbox(ctx context.Context, platform, owner string, now, until time.Time, limit int) ([]core.InboxMessage, error) {
+	var msgs []core.InboxMessage
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `UPDATE inbox SET claimed_by = ?, claim_until = ?, attempts = attempts + 1
+			WHERE seq IN (SELECT seq FROM inbox WHERE platform = ? AND processed_at IS NULL AND claim_until <= ?
+				ORDER BY received_at, seq LIMIT ?)
+			RETURNING dedupe_key, payload, received_at, attempts`,
+			owner, until.UnixNano(), platform, now.UnixNano(), limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			m := core.InboxMessage{Platform: platform}
+			var received int64
+			if err := rows.Scan(&m.Key, &m.Payload, &received, &m.Attempts); err != nil {
+				return err
+			}
+			m.ReceivedAt = nanos(received)
+			msgs = append(msgs, m)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim inbox %s: %w", platform, err)
+	}
+	core.SortInbox(msgs) // RETURNING has no order
+	return msgs, nil
+}
+
+// ReleaseInbox implements core.Inbox.
+func (db *DB) ReleaseInbox(ctx context.Context, platform, owner string) (int, error) {
+	n, err := db.execCount(ctx, `UPDATE inbox SET claimed_by = '', claim_until = 0
+		WHERE platform = ? AND claimed_by = ? AND processed_at IS NULL`, platform, owner)
+	if err != nil {
+		return 0, fmt.Errorf("release inbox claims of %s: %w", owner, err)
+	}
+	return n, nil
+}
+
+// RetryInbox implements core.Inbox.
+func (db *DB) RetryInbox(ctx context.Context, platform, key, reason string, retryAt time.Time) error {
+	if _, err := db.execCount(ctx, `UPDATE inbox SET claimed_by = '', claim_until = ?, error = ?
+		WHERE platform = ? AND dedupe_key = ? AND processed_at IS NULL`,
+		retryAt.UnixNano(), reason, platform, key); err != nil {
+		return fmt.Errorf("retry inbox message %s: %w", key, err)
+	}
+	return nil
+}
+
+// SettleInbox implements core.Inbox.
+func (db *DB) SettleInbox(ctx context.Context, platform, key, reason string, at time.Time) error {
+	if _, err := db.execCount(ctx, `UPDATE inbox SET processed_at = ?, error = ?, claimed_by = '', claim_until = 0
+		WHERE platform = ? AND dedupe_key = ? AND processed_at IS NULL`,
+		at.UnixNano(), reason, platform, key); err != nil {
+		return fmt.Errorf("settle inbox message %s: %w", key, err)
+	}
+	return nil
+}
+
+// execCount runs one write statement in its own transaction and returns the
+// rows it changed.
+func (db *DB) execCount(ctx context.Context, query string, args ...any) (int, error) {
+	var n int64
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
+// markInboxTx records, inside CreateRun's transaction, that the message
+// (platform, key) started run runID: a message the ingest path appended and
+// nobody processed yet is marked processed, an unknown one is inserted
+// processed. It returns a *core.DuplicateError when the message was
+// processed already.
+func markInboxTx(ctx context.Context, tx *sql.Tx, platform, key, runID string, at time.Time) error {
+	res, err := tx.ExecContext(ctx, `INSERT INTO inbox(platform, dedupe_key, received_at, run_id, processed_at)
+		VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (platform, dedupe_key) DO UPDATE SET run_id = excluded.run_id,
+			processed_at = excluded.processed_at, payload = NULL, error = '', claimed_by = '', claim_until = 0
+		WHERE inbox.processed_at IS NULL`, platform, key, at.UnixNano(), runID, at.UnixNano())
+	if err != nil {
+		return fmt.Errorf("mark inbox: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return err
+	}
+	dup := &core.DuplicateError{Platform: platform, Key: key}
+	if err := tx.QueryRowContext(ctx, `SELECT run_id FROM inbox WHERE platform = ? AND dedupe_key = ?`,
+		platform, key).Scan(&dup.RunID); err != nil {
+		return fmt.Errorf("mark inbox: %w", err)
+	}
+	return dup
+}
