@@ -195,6 +195,10 @@ func TestSlackEndToEnd(t *testing.T) {
 			t.Errorf("%s request: status %d, want 401", name, status)
 		}
 	}
+	forged := http.Header{"X-Slack-Signature": {slacktest.Signature("not-the-secret", body, time.Now())}}
+	if status, _ := g.slackPost(body, time.Time{}, forged); status != http.StatusUnauthorized {
+		t.Errorf("request signed with another secret: status %d, want 401", status)
+	}
 	req, _ := http.NewRequest(http.MethodPost, g.base+"/slack/events", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if resp, err := httpClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
