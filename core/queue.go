@@ -11,6 +11,10 @@ import (
 // already acknowledged.
 var ErrLeaseLost = errors.New("job lease lost")
 
+// ErrJobExists: Enqueue was given the id of a job the queue still holds (a
+// relay forwarding again a job that was not lost after all).
+var ErrJobExists = errors.New("job already queued")
+
 // Job is a unit of work in a Queue.
 type Job struct {
 	ID      string          `json:"id"`

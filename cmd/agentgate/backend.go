@@ -31,6 +31,7 @@ type storeDB interface {
 	core.Outbox
 	core.Inbox
 	lease.Store
+	relay.Keeper
 	SchemaVersion(ctx context.Context) (int, error)
 	Close() error
 }
@@ -117,7 +118,7 @@ func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, e
 		db.Close()
 		return nil, err
 	}
-	b.queue = q
+	b.queue = relay.Receipts(q, db, log) // jobs other than runs stay in PostgreSQL until handled
 	b.hub = func(hub *core.Hub) func(context.Context) error {
 		return redishub.Bridge(client, cmp.Or(s.redisPrefix, "default"), hub, log)
 	}

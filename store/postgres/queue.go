@@ -243,3 +243,21 @@ func (db *DB) Depth(ctx context.Context) (int64, error) {
 	}
 	return n, nil
 }
+
+// Keep implements relay.Keeper: a job forwarded to another queue stays here,
+// hidden until until, its lease released and its delivery not counted.
+func (db *DB) Keep(ctx context.Context, j core.Job, until time.Time) error {
+	if _, err := db.pool.Exec(ctx, `UPDATE jobs SET consumer = '', lease = '', attempt = GREATEST(attempt - 1, 0),
+		visible_at = $1 WHERE id = $2 AND lease = $3 AND dead_at IS NULL`, until, j.ID, j.Lease); err != nil {
+		return fmt.Errorf("keep job %s: %w", j.ID, err)
+	}
+	return nil
+}
+
+// Done implements relay.Keeper: the forwarded copy of job id was handled.
+func (db *DB) Done(ctx context.Context, id string) error {
+	if _, err := db.pool.Exec(ctx, `DELETE FROM jobs WHERE id = $1 AND dead_at IS NULL`, id); err != nil {
+		return fmt.Errorf("done job %s: %w", id, err)
+	}
+	return nil
+}

@@ -275,3 +275,29 @@ func (db *DB) Depth(ctx context.Context) (int64, error) {
 	}
 	return n, nil
 }
+
+// Keep implements relay.Keeper: a job forwarded to another queue stays here,
+// hidden until until, its lease released and its delivery not counted.
+func (db *DB) Keep(ctx context.Context, j core.Job, until time.Time) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE jobs SET consumer = '', lease = '', attempt = MAX(attempt - 1, 0),
+			visible_at = ? WHERE id = ? AND lease = ? AND dead_at IS NULL`, until.UnixNano(), j.ID, j.Lease)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("keep job %s: %w", j.ID, err)
+	}
+	return nil
+}
+
+// Done implements relay.Keeper: the forwarded copy of job id was handled.
+func (db *DB) Done(ctx context.Context, id string) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id = ? AND dead_at IS NULL`, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("done job %s: %w", id, err)
+	}
+	return nil
+}

@@ -292,7 +292,7 @@ func (q *Queue) Enqueue(ctx context.Context, j core.Job) error {
 		return fmt.Errorf("enqueue %s: %w", j.Kind, err)
 	}
 	if n < 0 {
-		return fmt.Errorf("enqueue %s: job %s is already queued", j.Kind, j.ID)
+		return fmt.Errorf("enqueue %s: job %s: %w", j.Kind, j.ID, core.ErrJobExists)
 	}
 	return nil
 }

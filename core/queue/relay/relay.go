@@ -4,6 +4,13 @@
 // external queue accepted it, so a crash between the two sends it again: the
 // external queue sees a job at least once, and consumers already tolerate
 // duplicates (run claims, key coalescing).
+//
+// Run jobs leave the outbox once forwarded: the janitor rebuilds them from
+// the runs if the external queue loses them. Other jobs (a chat answer to
+// post, an approval card to edit, a routine result to deliver) have no such
+// source, so an outbox that can keep them (Keeper) holds each until its
+// forwarded copy was handled (Receipts), and forwards it again if that did not
+// happen within Recheck — when Redis lost its data, say.
 package relay
 
 import (
@@ -25,8 +32,22 @@ type Config struct {
 	Consumer string
 	// Lease is how long a job may take to be forwarded before another relay
 	// may forward it again. Default 30s.
-	Lease  time.Duration
+	Lease time.Duration
+	// Recheck is how long a kept job waits for its receipt before it is
+	// forwarded again (a copy still queued is not doubled). Default 2m.
+	Recheck time.Duration
+	// Now tells the time; default time.Now.
+	Now    func() time.Time
 	Logger *slog.Logger
+}
+
+// Keeper is an outbox that keeps forwarded jobs until they were handled.
+type Keeper interface {
+	// Keep releases the relay's lease on forwarded job j and hides it until
+	// until, without counting the delivery.
+	Keep(ctx context.Context, j core.Job, until time.Time) error
+	// Done removes job id: its forwarded copy was handled.
+	Done(ctx context.Context, id string) error
 }
 
 // Relay forwards jobs from an outbox to a queue.
@@ -43,6 +64,12 @@ func New(cfg Config) (*Relay, error) {
 	if cfg.Lease <= 0 {
 		cfg.Lease = 30 * time.Second
 	}
+	if cfg.Recheck <= 0 {
+		cfg.Recheck = 2 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -50,13 +77,59 @@ func New(cfg Config) (*Relay, error) {
 }
 
 // Forward moves one leased job; the job stays in the outbox if To refuses it.
+// A job other than a run's is kept (see Keeper) until its receipt.
 func (r *Relay) Forward(ctx context.Context, j core.Job) error {
-	out := core.Job{Kind: j.Kind, Key: j.Key, Payload: j.Payload, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt}
-	if err := r.cfg.To.Enqueue(ctx, out); err != nil {
+	out := core.Job{ID: j.ID, Kind: j.Kind, Key: j.Key, Payload: j.Payload, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt}
+	if err := r.cfg.To.Enqueue(ctx, out); err != nil && !errors.Is(err, core.ErrJobExists) {
 		_, ferr := r.cfg.From.Fail(ctx, j, "relay: "+err.Error(), time.Second)
 		return errors.Join(err, ferr)
 	}
+	if k, ok := r.cfg.From.(Keeper); ok && j.Kind != core.JobRun {
+		return k.Keep(ctx, j, r.cfg.Now().Add(r.cfg.Recheck))
+	}
 	return r.cfg.From.Ack(ctx, j)
+}
+
+// Receipts wraps the queue workers consume (the relay's To) so that a job
+// acknowledged or dead-lettered there is removed from the outbox that keeps
+// it. A receipt that cannot be written is logged: the job is forwarded again
+// after Recheck and handled again, which its handler tolerates.
+func Receipts(q core.Queue, outbox Keeper, log *slog.Logger) core.Queue {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &receipts{Queue: q, outbox: outbox, log: log}
+}
+
+type receipts struct {
+	core.Queue
+	outbox Keeper
+	log    *slog.Logger
+}
+
+func (q *receipts) Ack(ctx context.Context, j core.Job) error {
+	if err := q.Queue.Ack(ctx, j); err != nil {
+		return err
+	}
+	q.done(ctx, j)
+	return nil
+}
+
+func (q *receipts) Fail(ctx context.Context, j core.Job, reason string, retryAfter time.Duration) (bool, error) {
+	dead, err := q.Queue.Fail(ctx, j, reason, retryAfter)
+	if err == nil && dead {
+		q.done(ctx, j) // kept in the dead letters of the queue
+	}
+	return dead, err
+}
+
+func (q *receipts) done(ctx context.Context, j core.Job) {
+	if j.Kind == core.JobRun {
+		return // never kept
+	}
+	if err := q.outbox.Done(ctx, j.ID); err != nil {
+		q.log.Warn("relay: receipt not recorded; the job will be forwarded again", "job", j.ID, "kind", j.Kind, "err", err)
+	}
 }
 
 // Drain forwards every job that is due now and returns how many it moved.
