@@ -112,7 +112,9 @@ func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, e
 		db.Close()
 		return nil, err
 	}
-	r, err := relay.New(relay.Config{From: db, To: q, Consumer: "relay-" + s.nodeID, Logger: log})
+	// A job other than a run's that Redis lost is forwarded again after
+	// four janitor intervals (2 minutes by default).
+	r, err := relay.New(relay.Config{From: db, To: q, Consumer: "relay-" + s.nodeID, Recheck: 4 * janitor, Logger: log})
 	if err != nil {
 		client.Close()
 		db.Close()

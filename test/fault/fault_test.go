@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,6 +145,18 @@ func redisLosesData(t *testing.T, name string, lose func(*cluster, *redis.Client
 	c.autoApprove(nil, nil)
 	rdb := c.redis.client()
 	l.submitAll(t, "redis", 40, a, b)
+	// A routine's result waits in Redis for its next delivery attempt: it is
+	// not a run, so the janitor cannot rebuild it; PostgreSQL keeps it until
+	// it was handled.
+	c.hook.refuse(true)
+	var fired struct {
+		ID string `json:"id"`
+	}
+	a.json("POST", "/api/v1/routines/digest/trigger", map[string]string{}, http.StatusAccepted, &fired)
+	eventually(t, settleTimeout, "the routine's result delivery to be refused once", func() (bool, string) {
+		all, _ := c.hook.seen()
+		return len(all) > 0, fmt.Sprintf("webhook requests %v", all)
+	})
 
 	var depth int64
 	eventually(t, settleTimeout, "tool calls in flight and jobs waiting in Redis", func() (bool, string) {
@@ -161,8 +174,16 @@ func redisLosesData(t *testing.T, name string, lose func(*cluster, *redis.Client
 	}
 	// Work keeps arriving afterwards.
 	l.submitAll(t, "redis-after", 6, a, b)
+	c.hook.refuse(false)
 
 	c.audit(name, l, began)
+	eventually(t, settleTimeout, "the routine's result delivered after the loss", func() (bool, string) {
+		all, ok := c.hook.seen()
+		return len(ok) > 0, fmt.Sprintf("webhook requests %v, accepted %v", all, ok)
+	})
+	if all, _ := c.hook.seen(); slices.ContainsFunc(all, func(k string) bool { return k != fired.ID }) {
+		t.Errorf("webhook requests carry keys %v, want every one %s (the run's result, retried)", all, fired.ID)
+	}
 	t.Logf("%s: audit done %s after the loss", name, time.Since(lostAt).Round(100*time.Millisecond))
 }
 

@@ -611,6 +611,7 @@ type cluster struct {
 	model    *fakeopenai.Server
 	modelURL string
 	tools    *toolServer
+	hook     *webhook
 	workers  int
 	replicas []*replica
 }
@@ -643,6 +644,7 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	c.modelURL = c.model.Start()
 	t.Cleanup(c.model.Close)
 	c.tools = newToolServer(t)
+	c.hook = newWebhook(t)
 	for _, n := range o.replicas {
 		c.replicas = append(c.replicas, c.newReplica(bin, n))
 	}
@@ -711,12 +713,61 @@ tools:
     approval:
       required: true
       timeout: 15m
-`, c.tools.url, replica)
+routines:
+  digest:
+    agent: ops
+    schedule: "@yearly"
+    input: digest of the day
+    deliver_to: webhook:%s
+    enabled: false
+`, c.tools.url, replica, c.hook.url)
 	p := filepath.Join(c.t.TempDir(), "agentgate-"+replica+".yaml")
 	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
 		c.t.Fatal(err)
 	}
 	return p
+}
+
+// webhook receives routine results; while refusing it answers 503, so the
+// delivery job waits in the queue for its next attempt.
+type webhook struct {
+	url string
+
+	mu       sync.Mutex
+	refusing bool
+	keys     []string // Idempotency-Key of every request
+	accepted []string // … of the requests answered 200
+}
+
+func newWebhook(t *testing.T) *webhook {
+	h := &webhook{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		key := r.Header.Get("Idempotency-Key")
+		h.keys = append(h.keys, key)
+		if h.refusing {
+			http.Error(w, "not now", http.StatusServiceUnavailable)
+			return
+		}
+		h.accepted = append(h.accepted, key)
+	}))
+	t.Cleanup(srv.Close)
+	h.url = srv.URL + "/digest"
+	return h
+}
+
+func (h *webhook) refuse(on bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.refusing = on
+}
+
+func (h *webhook) seen() (all, accepted []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.keys), slices.Clone(h.accepted)
 }
 
 // replica is one `agentgate serve` process of a cluster.
