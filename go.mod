@@ -14,8 +14,8 @@ require (
 )
 
 require (
-	github.com/bwmarrin/discordgo v0.28.1 // indirect
-	github.com/go-telegram/bot v1.19.0 // indirect
+	github.com/bwmarrin/discordgo v0.28.1
+	github.com/go-telegram/bot v1.19.0
 	github.com/google/jsonschema-go v0.4.2 // indirect
 	github.com/spf13/cast v1.7.1 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect

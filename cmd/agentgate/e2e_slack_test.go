@@ -26,35 +26,7 @@ const (
 
 func slackConfig(t *testing.T, toolURL string) string {
 	t.Helper()
-	return writeFile(t, "agentgate.yaml", fmt.Sprintf(`
-agents:
-  ops:
-    description: On-call assistant
-    instructions: You help the platform team.
-    model: {provider: demo}
-    tools: [deploy]
-tools:
-  deploy:
-    description: Deploy a service to an environment.
-    http: {url: %q, method: POST, timeout: 10s}
-    parameters:
-      type: object
-      properties:
-        service: {type: string}
-        env: {type: string, enum: [staging, production]}
-      required: [service, env]
-    approval: {required: true, timeout: 15m, approvers: [%s]}
-routines:
-  daily-digest:
-    agent: ops
-    schedule: "0 9 * * 1-5"
-    input: Summarize yesterday's deploys.
-    deliver_to: none
-    enabled: false
-interfaces:
-  slack:
-    default_agent: ops
-`, toolURL, slackAna))
+	return chatConfig(t, toolURL, slackAna, "slack")
 }
 
 func startSlackGateway(t *testing.T, fake *slacktest.Server, toolURL string, env ...string) *gateway {

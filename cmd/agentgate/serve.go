@@ -251,6 +251,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		chatDeliver[ichat.PlatformSlack] = sw.notifier
 		renderers[ichat.PlatformSlack] = sw.notifier
 	}
+	tw, err := newTelegram(ctx, cfg, db, s.nodeID, clock, log)
+	if err != nil {
+		return err
+	}
+	if tw != nil {
+		chatDeliver[ichat.PlatformTelegram] = tw.notifier
+		renderers[ichat.PlatformTelegram] = tw.notifier
+	}
+	dw, err := newDiscord(ctx, cfg, db, s.nodeID, clock, log)
+	if err != nil {
+		return err
+	}
+	if dw != nil {
+		chatDeliver[ichat.PlatformDiscord] = dw.notifier
+		renderers[ichat.PlatformDiscord] = dw.notifier
+	}
 	rt, err := newRoutines(ctx, cfg, db, clock, log, chatDeliver)
 	if err != nil {
 		return err
@@ -262,6 +278,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		onFinish = finishHooks(rt.OnFinish, sw.replier.OnFinish)
 		maps.Copy(handlers, sw.replier.Handlers())
 		progress = sw.replier.Progress // Slack answers show live while written
+	}
+	if tw != nil {
+		onFinish = finishHooks(onFinish, tw.notifier.OnFinish)
+		maps.Copy(handlers, tw.notifier.Handlers())
+		progress = progressHooks(progress, tw.notifier.Progress) // Telegram answers show live too
+	}
+	if dw != nil {
+		onFinish = finishHooks(onFinish, dw.replier.OnFinish)
+		maps.Copy(handlers, dw.replier.Handlers())
+		progress = progressHooks(progress, dw.replier.Progress) // Discord answers too
 	}
 	ms, err := mcpFromEnv()
 	if err != nil {
@@ -292,6 +318,24 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if sw.socket != nil {
 			b.services = append(b.services, func(ctx context.Context) error { return sw.socket(ctx, h) })
 		}
+	}
+	if tw != nil {
+		h, err := tw.newHandler(eng, aps, rt)
+		if err != nil {
+			return err
+		}
+		if tw.webhook {
+			extra["POST /telegram/webhook"] = h
+		}
+		b.services = append(b.services, tw.services(h)...)
+	}
+	if dw != nil {
+		h, err := dw.newHandler(eng, aps, rt)
+		if err != nil {
+			return err
+		}
+		extra["POST /discord/interactions"] = h
+		b.services = append(b.services, h.Start, dw.gateway(db, s.nodeID, log, h)) // inbox; Gateway on one replica
 	}
 	handler := api.New(api.Config{
 		Engine: eng, Store: db, Approvals: aps, Keys: keys, Logger: log, Metrics: m.Handler(), Routines: rt, Extra: extra,

@@ -282,6 +282,8 @@ func (c *Config) Validate() error {
 	}
 	p = append(p, c.validateRoutines()...)
 	p = append(p, c.validateInterfaces()...)
+	p = append(p, c.validateTelegram()...)
+	p = append(p, c.validateDiscord()...)
 	if len(p) > 0 {
 		return &Error{Problems: p}
 	}

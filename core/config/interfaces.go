@@ -11,6 +11,12 @@ type Interfaces struct {
 	// Slack, when set, answers in Slack; it also needs SLACK_BOT_TOKEN and
 	// SLACK_SIGNING_SECRET in the environment.
 	Slack *Slack `yaml:"slack"`
+	// Telegram, when set, answers in Telegram; it also needs
+	// TELEGRAM_BOT_TOKEN in the environment (telegram.go).
+	Telegram *Telegram `yaml:"telegram"`
+	// Discord, when set, answers in Discord; it also needs
+	// DISCORD_BOT_TOKEN in the environment (discord.go).
+	Discord *Discord `yaml:"discord"`
 }
 
 // Slack configures the Slack interface.

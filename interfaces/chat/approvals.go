@@ -104,3 +104,15 @@ func Card(a core.Approval, r core.Run, approvers func(ids []string) string) Appr
 	}
 	return c
 }
+
+// AlreadyDecided tells whoever clicks a card that is no longer pending what
+// became of it; by is the decider as the platform shows them.
+func AlreadyDecided(a core.Approval, by string) string {
+	switch a.Status {
+	case core.ApprovalExpired:
+		return "This request expired before anyone decided."
+	case core.ApprovalCancelled:
+		return "This request was cancelled."
+	}
+	return fmt.Sprintf("This request was already %s by %s.", a.Status, by)
+}

@@ -5,8 +5,13 @@
 package chat
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"regexp"
 	"strings"
 	"time"
+
+	"github.com/agentgate/agentgate/core"
 )
 
 // Platform names as they appear in session keys, bindings and decided_via.
@@ -118,4 +123,37 @@ func SessionKey(agent string, in Inbound) string {
 		thread = in.MessageID
 	}
 	return strings.Join([]string{agent, in.Platform, in.Workspace, in.Channel, thread}, ":")
+}
+
+// ReplyText is the Markdown posted for a finished run: its output, or a
+// short line for a failure; nothing for a cancelled run.
+func ReplyText(run core.Run) string {
+	switch run.Status {
+	case core.RunCompleted:
+		if strings.TrimSpace(run.Output) == "" {
+			return "_(no answer)_"
+		}
+		return run.Output
+	case core.RunFailed:
+		msg, _, _ := strings.Cut(strings.TrimSpace(run.Error), "\n")
+		if r := []rune(msg); len(r) > 300 {
+			msg = string(r[:299]) + "…"
+		}
+		return "Sorry, I could not finish this: " + msg
+	}
+	return ""
+}
+
+var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+
+// SessionID is the session of a chat message: SessionKey, or, when
+// that is not a valid API session id (too long, odd characters in the agent
+// id), a stable hash of it.
+func SessionID(agent string, in Inbound) string {
+	key := SessionKey(agent, in)
+	if sessionIDPattern.MatchString(key) {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return in.Platform + "_" + hex.EncodeToString(sum[:16])
 }

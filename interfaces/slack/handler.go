@@ -2,15 +2,12 @@ package slack
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
@@ -21,15 +18,11 @@ import (
 // MaxBodyBytes caps the body of a request to /slack/events.
 const MaxBodyBytes = 1 << 20
 
-// Submitter starts runs; *core.Engine is one.
-type Submitter interface {
-	Submit(ctx context.Context, req core.SubmitRequest) (core.Run, error)
-}
-
-// SessionGetter finds sessions; core.Store is one.
-type SessionGetter interface {
-	GetSession(ctx context.Context, id string) (core.Session, error)
-}
+// Submitter and SessionGetter are the chat seams (package chat).
+type (
+	Submitter     = chat.Submitter
+	SessionGetter = chat.SessionGetter
+)
 
 // HandlerConfig configures the Events API handler.
 type HandlerConfig struct {
@@ -250,16 +243,5 @@ func (h *Handler) start(ctx context.Context, key string, in chat.Inbound) error 
 	return nil
 }
 
-var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
-
-// SessionID is the session of a Slack message: chat.SessionKey, or, when
-// that is not a valid API session id (too long, odd characters in the agent
-// id), a stable hash of it.
-func SessionID(agent string, in chat.Inbound) string {
-	key := chat.SessionKey(agent, in)
-	if sessionIDPattern.MatchString(key) {
-		return key
-	}
-	sum := sha256.Sum256([]byte(key))
-	return "slack_" + hex.EncodeToString(sum[:16])
-}
+// SessionID is the session of a Slack message (chat.SessionID).
+func SessionID(agent string, in chat.Inbound) string { return chat.SessionID(agent, in) }

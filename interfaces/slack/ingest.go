@@ -3,9 +3,7 @@ package slack
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/agentgate/agentgate/core"
@@ -64,19 +62,7 @@ func (h *Handler) Start(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i, start := range []func(context.Context) error{h.writer.Start, h.proc.Start} {
-		wg.Go(func() {
-			if errs[i] = start(ctx); errs[i] != nil {
-				cancel() // one without the other is no use
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return chat.RunInbox(ctx, h.writer, h.proc)
 }
 
 // enqueue stores the message of req in the inbox and returns once it is

@@ -29,23 +29,12 @@ type InteractConfig struct {
 	Command string
 }
 
-// Decider decides approvals; *approval.Service is one.
-type Decider interface {
-	Decide(ctx context.Context, id string, req approval.Request) (core.Approval, error)
-}
-
-// ApprovalLister reads approvals; core.Store is one.
-type ApprovalLister interface {
-	GetApproval(ctx context.Context, id string) (core.Approval, error)
-	ListApprovals(ctx context.Context, f core.ApprovalFilter) (core.Page[core.Approval], error)
-	GetRun(ctx context.Context, id string) (core.Run, error)
-}
-
-// RoutineRunner lists and triggers routines; *routine.Scheduler is one.
-type RoutineRunner interface {
-	List(ctx context.Context, o core.ListOptions) (core.Page[core.Routine], error)
-	TriggerIn(ctx context.Context, id, extra, userID string, b core.Binding) (core.Run, error)
-}
+// Decider, ApprovalLister and RoutineRunner are the chat seams (package chat).
+type (
+	Decider        = chat.Decider
+	ApprovalLister = chat.ApprovalLister
+	RoutineRunner  = chat.RoutineRunner
+)
 
 // denyCallbackID names the modal that asks for a deny reason.
 const denyCallbackID = "agentgate_deny"
@@ -201,15 +190,7 @@ func (h *Handler) refuse(act *chat.Action, a core.Approval, why *approval.NotAll
 	h.tell(act.Channel, act.Thread, act.UserID, msg)
 }
 
-func alreadyDecided(a core.Approval) string {
-	switch a.Status {
-	case core.ApprovalExpired:
-		return "This request expired before anyone decided."
-	case core.ApprovalCancelled:
-		return "This request was cancelled."
-	}
-	return fmt.Sprintf("This request was already %s by %s.", a.Status, decider(a.DecidedBy))
-}
+func alreadyDecided(a core.Approval) string { return chat.AlreadyDecided(a, decider(a.DecidedBy)) }
 
 // tell shows text to user alone, after the request was acknowledged; a
 // failure is logged (nothing depends on it).

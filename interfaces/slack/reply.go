@@ -2,9 +2,7 @@ package slack
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -21,10 +19,6 @@ import (
 // Slack thread. The engine enqueues it in the transaction that finishes the
 // run (see Replier.OnFinish), so no answer is lost to a crash.
 const JobReply = "slack.reply"
-
-type replyJob struct {
-	RunID string `json:"run_id"`
-}
 
 // ReplyStore is what the Replier reads and records.
 type ReplyStore interface {
@@ -80,11 +74,7 @@ func NewReplier(cfg ReplierConfig) (*Replier, error) {
 // OnFinish is the engine's finish hook (core.EngineConfig.OnFinish): every
 // chat run gets a JobReply job; its handler skips runs of other platforms.
 func (r *Replier) OnFinish(run core.Run, _ core.RunStatus) []core.Job {
-	if run.Type != core.RunTypeChat {
-		return nil
-	}
-	p, _ := json.Marshal(replyJob{RunID: run.ID}) // strings always marshal
-	return []core.Job{{Kind: JobReply, Key: JobReply + ":" + run.ID, Payload: p}}
+	return chat.ReplyJobs(JobReply, run)
 }
 
 // Handlers returns the engine job handlers of the replier.
@@ -100,26 +90,11 @@ func (r *Replier) Handlers() map[string]func(context.Context, core.Job) error {
 // than a doubled answer. When the run showed live (Progress), its live
 // message is edited into the first chunk instead. An error retries the job.
 func (r *Replier) Handle(ctx context.Context, job core.Job) error {
-	var p replyJob
-	if err := json.Unmarshal(job.Payload, &p); err != nil {
-		return fmt.Errorf("slack reply job %s: %w", job.ID, err)
-	}
-	run, err := r.cfg.Store.GetRun(ctx, p.RunID)
-	if err != nil {
+	run, b, ok, err := chat.ReplyTarget(ctx, r.cfg.Store, job, chat.PlatformSlack)
+	if err != nil || !ok {
 		return err
 	}
-	if !run.Status.Terminal() {
-		return fmt.Errorf("slack reply: run %s is %s, not finished", run.ID, run.Status)
-	}
-	sess, err := r.cfg.Store.GetSession(ctx, run.SessionID)
-	if err != nil {
-		return err
-	}
-	b := sess.Binding
-	if b.Platform != chat.PlatformSlack || b.Channel == "" {
-		return nil
-	}
-	text := replyText(run)
+	text := chat.ReplyText(run)
 	if text == "" {
 		return nil
 	}
@@ -140,25 +115,6 @@ func (r *Replier) Handle(ctx context.Context, job core.Job) error {
 		}
 	}
 	return nil
-}
-
-// replyText is the Markdown posted for a finished run: its output, or a
-// short line for a failure; nothing for a cancelled run.
-func replyText(run core.Run) string {
-	switch run.Status {
-	case core.RunCompleted:
-		if strings.TrimSpace(run.Output) == "" {
-			return "_(no answer)_"
-		}
-		return run.Output
-	case core.RunFailed:
-		msg, _, _ := strings.Cut(strings.TrimSpace(run.Error), "\n")
-		if r := []rune(msg); len(r) > 300 {
-			msg = string(r[:299]) + "…"
-		}
-		return "Sorry, I could not finish this: " + msg
-	}
-	return ""
 }
 
 func sectionBlocks(sections []string) []slackapi.Block {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
 // TestReplyPayloadGolden pins the blocks a finished run's answer is posted
@@ -20,7 +21,7 @@ func TestReplyPayloadGolden(t *testing.T) {
 	for name, run := range cases {
 		t.Run(name, func(t *testing.T) {
 			var payload []map[string]any
-			for _, sections := range Messages(Mrkdwn(replyText(run))) {
+			for _, sections := range Messages(Mrkdwn(chat.ReplyText(run))) {
 				payload = append(payload, map[string]any{
 					"text":   strings.Join(sections, "\n\n"),
 					"blocks": sectionBlocks(sections),

@@ -9,6 +9,7 @@ import (
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
 // sender posts messages through the outbox: the intent is recorded before
@@ -30,37 +31,16 @@ type sendResult struct {
 	TS     string // the message's ts when known
 }
 
-// postOnce posts the message named key unless an earlier attempt did or may
-// have. A refusal (nothing posted) is returned as an error and the key can
-// be claimed again.
+// postOnce posts the message named key unless an earlier attempt did or
+// may have (chat.Sender). A refusal (nothing posted) is returned as an
+// error and the key can be claimed again.
 func (s sender) postOnce(ctx context.Context, key, channel, thread, text string, blocks []slackapi.Block) (sendResult, error) {
-	claimed, state, err := s.outbox.ClaimSend(ctx, key, s.now())
-	if err != nil {
-		return sendResult{}, err
-	}
-	if !claimed {
-		if state == core.SendSending {
-			s.log.Warn("slack message outcome unknown after an earlier attempt; not posting it again", "key", key, "channel", channel)
-			return sendResult{State: core.SendUncertain}, s.outbox.SetSendState(ctx, key, core.SendUncertain, "", s.now())
-		}
-		res := sendResult{State: state}
-		if state == core.SendSent {
-			_, res.TS, err = s.outbox.SendRef(ctx, key)
-		}
-		return res, err
-	}
-	ts, err := s.client.Post(ctx, channel, thread, text, blocks)
-	switch {
-	case errors.Is(err, ErrMaybePosted):
-		s.log.Warn("slack message may have been posted; not posting it again", "key", key, "err", err)
-		return sendResult{State: core.SendUncertain}, s.outbox.SetSendState(ctx, key, core.SendUncertain, "", s.now())
-	case err != nil: // refused or never sent: nothing was posted
-		if serr := s.outbox.SetSendState(ctx, key, core.SendFailed, "", s.now()); serr != nil {
-			return sendResult{}, errors.Join(err, serr)
-		}
-		return sendResult{State: core.SendFailed}, err
-	}
-	return sendResult{Posted: true, State: core.SendSent, TS: ts}, s.outbox.SetSendState(ctx, key, core.SendSent, ts, s.now())
+	once := chat.Sender{Outbox: s.outbox, Clock: s.clock, Logger: s.log, Platform: chat.PlatformSlack,
+		MaybePosted: func(err error) bool { return errors.Is(err, ErrMaybePosted) }}
+	res, err := once.PostOnce(ctx, key, func(ctx context.Context) (string, error) {
+		return s.client.Post(ctx, channel, thread, text, blocks)
+	})
+	return sendResult{Posted: res.Posted, State: res.State, TS: res.Ref}, err
 }
 
 func (s sender) now() time.Time { return s.clock.Now().UTC() }

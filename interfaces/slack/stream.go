@@ -83,17 +83,7 @@ func parseLiveRef(s string) (liveRef, bool) {
 
 // segment returns how many times run id paused for an approval.
 func (r *Replier) segment(ctx context.Context, runID string) (int, error) {
-	evs, err := r.cfg.Store.Events(ctx, runID, 0, 0)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, ev := range evs {
-		if ev.Type == core.EventApprovalRequested {
-			n++
-		}
-	}
-	return n, nil
+	return chat.Segment(ctx, r.cfg.Store, runID)
 }
 
 // liveMessage returns the live message of the run's last segment, nil when

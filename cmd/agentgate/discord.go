@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/config"
+	"github.com/agentgate/agentgate/core/lease"
+	"github.com/agentgate/agentgate/interfaces/discord"
+)
+
+// leaseDiscordGateway: one replica holds the Gateway connection (every
+// connection would receive every message).
+const leaseDiscordGateway = "discord-gateway"
+
+// discordWiring is the Discord interface, when configured.
+type discordWiring struct {
+	replier  *discord.Replier
+	notifier *discord.Notifier // approval cards and routine results
+	// handler is built once the engine exists; it serves
+	// /discord/interactions and the Gateway's dispatches.
+	newHandler func(eng *core.Engine, aps discord.Decider, rt discord.RoutineRunner) (*discord.Handler, error)
+}
+
+// newDiscord builds the Discord interface from interfaces.discord and the
+// DISCORD_* environment; nil when interfaces.discord is not configured. It
+// checks the token and registers /agentgate when DISCORD_APPLICATION_ID is
+// set.
+func newDiscord(ctx context.Context, cfg *config.Config, db storeDB, nodeID string, clock core.Clock, log *slog.Logger) (*discordWiring, error) {
+	dc := cfg.Interfaces.Discord
+	if dc == nil {
+		return nil, nil
+	}
+	token, pub, appID := os.Getenv("DISCORD_BOT_TOKEN"), os.Getenv("DISCORD_PUBLIC_KEY"), os.Getenv("DISCORD_APPLICATION_ID")
+	if token == "" {
+		return nil, &usageError{"interfaces.discord is configured but DISCORD_BOT_TOKEN is not set: set it to the bot's token (Developer Portal → Bot → Reset Token)"}
+	}
+	if pub != "" {
+		if _, err := discord.ParsePublicKey(pub); err != nil {
+			return nil, &usageError{err.Error()}
+		}
+	}
+	client, err := discord.NewClient(discord.ClientConfig{Token: token, APIURL: os.Getenv("DISCORD_API_URL"), Logger: log})
+	if err != nil {
+		return nil, &usageError{err.Error()}
+	}
+	me, err := client.Me(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("discord: check DISCORD_BOT_TOKEN: %w", err)
+	}
+	if appID == "" {
+		log.Warn("DISCORD_APPLICATION_ID is not set: /agentgate is not registered")
+	} else if err := client.RegisterCommands(ctx, appID, discord.Commands()); err != nil {
+		return nil, fmt.Errorf("discord: register /agentgate for application %s (DISCORD_APPLICATION_ID): %w", appID, err)
+	}
+	rep, err := discord.NewReplier(discord.ReplierConfig{Store: db, Client: client, Clock: clock, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	notifier, err := discord.NewNotifier(discord.NotifierConfig{Store: db, Client: client, Clock: clock, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("discord enabled", "bot_user", me.ID, "interactions_over_http", pub != "")
+	return &discordWiring{replier: rep, notifier: notifier, newHandler: func(eng *core.Engine, aps discord.Decider, rt discord.RoutineRunner) (*discord.Handler, error) {
+		return discord.NewHandler(discord.HandlerConfig{
+			PublicKey: pub, ApplicationID: appID, BotUserID: me.ID, Client: client, Engine: eng, Sessions: db,
+			DefaultAgent: dc.DefaultAgent, Channels: dc.Channels, ThreadFollowUps: dc.ThreadFollowUps(), IgnoreBots: dc.IgnoresBots(),
+			Interact: discord.InteractConfig{Approvals: aps, Store: db, Routines: rt},
+			Inbox:    db, NodeID: nodeID, Clock: clock, Logger: log,
+		})
+	}}, nil
+}
+
+// gateway runs h's Gateway connection on the replica holding its lease.
+func (w *discordWiring) gateway(db storeDB, nodeID string, log *slog.Logger, h *discord.Handler) func(context.Context) error {
+	return func(ctx context.Context) error {
+		lease.Run(ctx, db, leaseDiscordGateway, nodeID, leaseTTL, log, func(ctx context.Context) {
+			if err := h.RunGateway(ctx); err != nil {
+				log.Error("discord gateway stopped", "err", err)
+			}
+		})
+		return nil
+	}
+}
+
+// progressHooks shows a run live through every hook that shows it (nil
+// hooks and sinks are skipped).
+func progressHooks(hooks ...func(core.Run) core.ProgressSink) func(core.Run) core.ProgressSink {
+	return func(run core.Run) core.ProgressSink {
+		var sinks progressSinks
+		for _, h := range hooks {
+			if h == nil {
+				continue
+			}
+			if s := h(run); s != nil {
+				sinks = append(sinks, s)
+			}
+		}
+		if len(sinks) == 0 {
+			return nil
+		}
+		return sinks
+	}
+}
+
+type progressSinks []core.ProgressSink
+
+func (s progressSinks) Delta(text string) {
+	for _, p := range s {
+		p.Delta(text)
+	}
+}
+
+func (s progressSinks) Close(reason core.ProgressEnd) {
+	for _, p := range s {
+		p.Close(reason)
+	}
+}

@@ -1,0 +1,39 @@
+package chat
+
+import (
+	"context"
+
+	approval "github.com/agentgate/agentgate/approvals"
+	"github.com/agentgate/agentgate/core"
+)
+
+// What chat adapters need of the rest of agentgate, declared once for all
+// of them.
+
+// Submitter starts runs; *core.Engine is one.
+type Submitter interface {
+	Submit(ctx context.Context, req core.SubmitRequest) (core.Run, error)
+}
+
+// SessionGetter finds sessions; core.Store is one.
+type SessionGetter interface {
+	GetSession(ctx context.Context, id string) (core.Session, error)
+}
+
+// Decider decides approvals; *approval.Service is one.
+type Decider interface {
+	Decide(ctx context.Context, id string, req approval.Request) (core.Approval, error)
+}
+
+// ApprovalLister reads approvals; core.Store is one.
+type ApprovalLister interface {
+	GetApproval(ctx context.Context, id string) (core.Approval, error)
+	ListApprovals(ctx context.Context, f core.ApprovalFilter) (core.Page[core.Approval], error)
+	GetRun(ctx context.Context, id string) (core.Run, error)
+}
+
+// RoutineRunner lists and triggers routines; *routine.Scheduler is one.
+type RoutineRunner interface {
+	List(ctx context.Context, o core.ListOptions) (core.Page[core.Routine], error)
+	TriggerIn(ctx context.Context, id, extra, userID string, b core.Binding) (core.Run, error)
+}

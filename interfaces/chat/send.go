@@ -1,0 +1,73 @@
+package chat
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/agentgate/agentgate/core"
+)
+
+// Sent says what Sender.PostOnce did.
+type Sent struct {
+	Posted bool   // this call posted the message
+	State  string // the outbox state after the call
+	Ref    string // the platform's ref of the message, when known
+}
+
+// Sender posts messages through the outbox: the intent is recorded before
+// the platform call and the message's ref after it, so a retried job never
+// posts a message twice. A message whose earlier outcome is unknown is not
+// posted again (it is marked uncertain and logged): a missing message is
+// better than a doubled one.
+type Sender struct {
+	Outbox   core.Outbox // required
+	Clock    core.Clock  // required
+	Logger   *slog.Logger
+	Platform string // names the platform in logs
+	// MaybePosted reports whether a failed post may have posted the
+	// message all the same (its answer was lost); other errors are
+	// refusals: nothing was posted and the key can be claimed again.
+	MaybePosted func(error) bool
+}
+
+// PostOnce calls post for the message named key unless an earlier attempt
+// did or may have. A refusal is returned as an error.
+func (s Sender) PostOnce(ctx context.Context, key string, post func(context.Context) (ref string, err error)) (Sent, error) {
+	now := func() time.Time { return s.Clock.Now().UTC() }
+	claimed, state, err := s.Outbox.ClaimSend(ctx, key, now())
+	if err != nil {
+		return Sent{}, err
+	}
+	if !claimed {
+		if state == core.SendSending {
+			s.log().Warn(s.Platform+" message outcome unknown after an earlier attempt; not posting it again", "key", key)
+			return Sent{State: core.SendUncertain}, s.Outbox.SetSendState(ctx, key, core.SendUncertain, "", now())
+		}
+		res := Sent{State: state}
+		if state == core.SendSent {
+			_, res.Ref, err = s.Outbox.SendRef(ctx, key)
+		}
+		return res, err
+	}
+	ref, err := post(ctx)
+	switch {
+	case err != nil && s.MaybePosted != nil && s.MaybePosted(err):
+		s.log().Warn(s.Platform+" message may have been posted; not posting it again", "key", key, "err", err)
+		return Sent{State: core.SendUncertain}, s.Outbox.SetSendState(ctx, key, core.SendUncertain, "", now())
+	case err != nil:
+		if serr := s.Outbox.SetSendState(ctx, key, core.SendFailed, "", now()); serr != nil {
+			return Sent{}, errors.Join(err, serr)
+		}
+		return Sent{State: core.SendFailed}, err
+	}
+	return Sent{Posted: true, State: core.SendSent, Ref: ref}, s.Outbox.SetSendState(ctx, key, core.SendSent, ref, now())
+}
+
+func (s Sender) log() *slog.Logger {
+	if s.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Logger
+}

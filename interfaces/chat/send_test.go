@@ -1,0 +1,59 @@
+package chat_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
+	"github.com/agentgate/agentgate/store/sqlite"
+)
+
+func TestSenderPostsOnce(t *testing.T) {
+	t.Parallel()
+	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "db.sqlite"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	lost, refused := errors.New("answer lost"), errors.New("refused")
+	s := chat.Sender{Outbox: db, Clock: core.SystemClock{}, Platform: "test", MaybePosted: func(err error) bool { return errors.Is(err, lost) }}
+	posts := 0
+	post := func(err error) func(context.Context) (string, error) {
+		return func(context.Context) (string, error) {
+			posts++
+			if err != nil {
+				return "", err
+			}
+			return "m1", nil
+		}
+	}
+	steps := []struct {
+		key    string
+		err    error
+		posted bool
+		state  string
+		ref    string
+	}{
+		{"a", nil, true, core.SendSent, "m1"},
+		{"a", nil, false, core.SendSent, "m1"},     // done: not again, the ref kept
+		{"b", lost, false, core.SendUncertain, ""}, // may have been posted
+		{"b", nil, false, core.SendUncertain, ""},  // so never again
+		{"c", refused, false, core.SendFailed, ""}, // nothing was posted
+		{"c", nil, true, core.SendSent, "m1"},      // so it is tried again
+	}
+	for i, st := range steps {
+		res, err := s.PostOnce(t.Context(), st.key, post(st.err))
+		if st.err == refused && !errors.Is(err, refused) || st.err != refused && err != nil {
+			t.Fatalf("step %d: err %v", i, err)
+		}
+		if res.Posted != st.posted || res.State != st.state || res.Ref != st.ref {
+			t.Errorf("step %d (%s): %+v, want posted %v, %s, ref %q", i, st.key, res, st.posted, st.state, st.ref)
+		}
+	}
+	if posts != 4 {
+		t.Errorf("%d posts, want 4", posts)
+	}
+}

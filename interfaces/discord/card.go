@@ -1,0 +1,136 @@
+package discord
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/agentgate/agentgate/interfaces/chat"
+)
+
+// customIDPrefix starts the custom_id of an approval card's buttons:
+// "agentgate:approve:<approval id>" and "agentgate:deny:<approval id>".
+const customIDPrefix = "agentgate:"
+
+// maxCustomID is the longest custom_id Discord takes.
+const maxCustomID = 100
+
+// CustomID is the custom_id of the button that takes action (chat.ActionApprove
+// or chat.ActionDeny) on approval id.
+func CustomID(action, id string) string { return customIDPrefix + action + ":" + id }
+
+// ParseCustomID reads a button's custom_id; ok is false for one that is not
+// an approval button.
+func ParseCustomID(s string) (action, id string, ok bool) {
+	rest, found := strings.CutPrefix(s, customIDPrefix)
+	if !found || len(s) > maxCustomID {
+		return "", "", false
+	}
+	action, id, found = strings.Cut(rest, ":")
+	if !found || id == "" || (action != chat.ActionApprove && action != chat.ActionDeny) {
+		return "", "", false
+	}
+	return action, id, true
+}
+
+// ApprovalMessage is the message of an approval card: the request with
+// Approve (success style) and Deny (danger style) buttons while pending, the
+// outcome without buttons once decided.
+func ApprovalMessage(c chat.ApprovalCard) Message {
+	var b strings.Builder
+	if c.Pending() {
+		fmt.Fprintf(&b, "**Approval needed**: agent **%s** wants to run `%s`", escape(c.Agent), c.Tool)
+	} else {
+		fmt.Fprintf(&b, "%s: agent **%s** wanted to run `%s`", outcome(c), escape(c.Agent), c.Tool)
+	}
+	args := c.Arguments
+	if n := utf8.RuneCountInString(args); n > 1200 {
+		args = string([]rune(args)[:1200]) + "\n…"
+	}
+	args = strings.ReplaceAll(args, "```", "`\u200b``")
+	fmt.Fprintf(&b, "\n```json\n%s\n```", args)
+	if !c.Pending() {
+		if c.Reason != "" {
+			fmt.Fprintf(&b, "\nReason: %s", escape(c.Reason))
+		}
+		return Message{Content: b.String()}
+	}
+	if c.RequestedBy != "" {
+		fmt.Fprintf(&b, "\nRequested by %s", mention(c.RequestedBy))
+	}
+	if c.Approvers != "" {
+		fmt.Fprintf(&b, "\nWho may decide: %s", c.Approvers)
+	}
+	if !c.ExpiresAt.IsZero() {
+		fmt.Fprintf(&b, "\nExpires <t:%d:R>", c.ExpiresAt.Unix())
+	}
+	return Message{Content: b.String(), Components: []discordgo.MessageComponent{discordgo.ActionsRow{
+		Components: []discordgo.MessageComponent{
+			discordgo.Button{Label: "Approve", Style: discordgo.SuccessButton, CustomID: CustomID(chat.ActionApprove, c.ApprovalID)},
+			discordgo.Button{Label: "Deny", Style: discordgo.DangerButton, CustomID: CustomID(chat.ActionDeny, c.ApprovalID)},
+		},
+	}}}
+}
+
+func outcome(c chat.ApprovalCard) string {
+	switch c.Status {
+	case "approved":
+		return "✅ Approved by " + decider(c.DecidedBy)
+	case "denied":
+		return "❌ Denied by " + decider(c.DecidedBy)
+	case "expired":
+		return "⌛ Expired"
+	case "cancelled":
+		return "Cancelled"
+	}
+	return c.Status
+}
+
+// Approvers renders a policy's approver ids: Discord user or role ids (a
+// role is matched with the clicker's roles), or "requester".
+func Approvers(ids []string) string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if id == "requester" {
+			out = append(out, "the requester")
+			continue
+		}
+		out = append(out, mention(id))
+	}
+	return strings.Join(out, ", ")
+}
+
+// mention shows a snowflake as a user mention (mentions ping nobody: every
+// message is posted with allowed_mentions empty), other text as is.
+func mention(id string) string {
+	if isSnowflake(id) {
+		return "<@" + id + ">"
+	}
+	return escape(id)
+}
+
+func decider(who string) string {
+	if who == "" {
+		return "someone"
+	}
+	return mention(who)
+}
+
+func isSnowflake(s string) bool {
+	if len(s) < 5 || len(s) > 20 {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+var escaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "_", `\_`, "`", "\\`", "~", `\~`, "|", `\|`, ">", `\>`, "@", "@\u200b")
+
+// escape makes s show literally in Discord Markdown.
+func escape(s string) string { return escaper.Replace(s) }

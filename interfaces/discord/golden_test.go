@@ -1,0 +1,185 @@
+package discord_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
+	"github.com/agentgate/agentgate/interfaces/discord"
+	"github.com/agentgate/agentgate/interfaces/discord/discordtest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func golden(t *testing.T, name string, v any) {
+	t.Helper()
+	got, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s differs from %s (run with -update if intended):\n%s", name, path, got)
+	}
+}
+
+// TestPayloadGolden pins what is sent to Discord: the approval card's
+// message (pending, with buttons; decided, without) and the application
+// commands registered at start.
+func TestPayloadGolden(t *testing.T) {
+	t.Parallel()
+	card := chat.ApprovalCard{ApprovalID: "apr_0123456789abcdef", Agent: "ops", Tool: "deploy",
+		Arguments: "{\n  \"env\": \"production\",\n  \"service\": \"web\"\n}", Approvers: discord.Approvers([]string{"500000000000000001", "requester"}),
+		RequestedBy: "500000000000000002", ExpiresAt: time.Date(2026, 12, 2, 16, 15, 0, 0, time.UTC), Status: "pending"}
+	send := func(m discord.Message) discordgo.MessageSend {
+		return discordgo.MessageSend{Content: m.Content, Components: m.Components}
+	}
+	golden(t, "approval_pending", send(discord.ApprovalMessage(card)))
+	card.Status, card.DecidedBy, card.Reason = "denied", "500000000000000001", "not during the freeze"
+	golden(t, "approval_denied", send(discord.ApprovalMessage(card)))
+	golden(t, "commands", discord.Commands())
+}
+
+func TestCustomID(t *testing.T) {
+	t.Parallel()
+	id := discord.CustomID(chat.ActionDeny, "apr_0123456789abcdef")
+	if a, got, ok := discord.ParseCustomID(id); !ok || a != chat.ActionDeny || got != "apr_0123456789abcdef" || len(id) > 100 {
+		t.Errorf("ParseCustomID(%q) = %q %q %v", id, a, got, ok)
+	}
+	for _, bad := range []string{"", "agentgate:", "agentgate:approve:", "agentgate:delete:apr_1", "other:approve:apr_1",
+		"agentgate:approve:" + strings.Repeat("x", 100)} {
+		if _, _, ok := discord.ParseCustomID(bad); ok {
+			t.Errorf("ParseCustomID(%q) accepted", bad)
+		}
+	}
+}
+
+func FuzzParseCustomID(f *testing.F) {
+	f.Add("agentgate:approve:apr_0123456789abcdef")
+	f.Add("agentgate:deny:x:y")
+	f.Fuzz(func(t *testing.T, s string) {
+		action, id, ok := discord.ParseCustomID(s)
+		if ok && discord.CustomID(action, id) != s {
+			t.Errorf("ParseCustomID(%q) = %q %q, which does not make it again", s, action, id)
+		}
+	})
+}
+
+func TestSplit(t *testing.T) {
+	t.Parallel()
+	code := "```\n" + strings.Repeat("line of code\n", 300) + "```"
+	for name, text := range map[string]string{
+		"short": "hello", "words": strings.Repeat("word ", 1000), "one long word": strings.Repeat("é", 4500), "code block": code,
+	} {
+		parts := discord.Split(text, discord.MaxMessage)
+		for i, p := range parts {
+			if n := len([]rune(p)); n > discord.MaxMessage || n == 0 {
+				t.Errorf("%s: part %d has %d characters", name, i, n)
+			}
+			if strings.Count(p, "```")%2 != 0 {
+				t.Errorf("%s: part %d leaves a code block open", name, i)
+			}
+		}
+		if name == "short" && (len(parts) != 1 || parts[0] != "hello") {
+			t.Errorf("short: %q", parts)
+		}
+	}
+}
+
+func FuzzSplit(f *testing.F) {
+	f.Add("hello world\n\nsecond paragraph", 20)
+	f.Add("```\ncode\n```", 10)
+	f.Fuzz(func(t *testing.T, text string, max int) {
+		if max < 10 || max > 4000 {
+			return
+		}
+		for _, p := range discord.Split(text, max) {
+			if n := len([]rune(p)); n > max {
+				t.Errorf("part of %d characters > %d", n, max)
+			}
+		}
+	})
+}
+
+// FuzzInteraction feeds the signed endpoint's parser untrusted bodies: it
+// must answer, never panic.
+func FuzzInteraction(f *testing.F) {
+	f.Add([]byte(`{"type":1}`))
+	f.Add([]byte(`{"type":3,"data":{"custom_id":"agentgate:approve:apr_1","component_type":2},"member":{"user":{"id":"1"}}}`))
+	f.Add([]byte(`{"type":2,"data":{"name":"agentgate","options":[{"name":"run","type":1,"options":[{"name":"routine","type":3,"value":7}]}]}}`))
+	h, err := discord.NewHandler(discord.HandlerConfig{Client: mustClient(f), Engine: &recordSubmitter{}, Sessions: nil0{}, DefaultAgent: "ops"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var i discordgo.Interaction
+		if json.Unmarshal(body, &i) != nil {
+			return
+		}
+		_, _, _ = h.Interaction(t.Context(), &i)
+	})
+}
+
+func mustClient(tb testing.TB) *discord.Client {
+	c, err := discord.NewClient(discord.ClientConfig{Token: "t", APIURL: "http://127.0.0.1:1/api/v10"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+type nil0 struct{}
+
+func (nil0) GetSession(context.Context, string) (core.Session, error) {
+	return core.Session{}, core.ErrNotFound
+}
+
+func TestClientAPIURL(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"discord.com/api", "ftp://x/api", "http://"} {
+		if _, err := discord.NewClient(discord.ClientConfig{Token: "t", APIURL: bad}); err == nil || !strings.Contains(err.Error(), "DISCORD_API_URL") {
+			t.Errorf("APIURL %q: %v", bad, err)
+		}
+	}
+}
+
+// Without DISCORD_PUBLIC_KEY interactions come over the Gateway only: every
+// HTTP request is refused, however signed.
+func TestInteractionsOverHTTPOff(t *testing.T) {
+	t.Parallel()
+	h, err := discord.NewHandler(discord.HandlerConfig{Client: mustClient(t), Engine: &recordSubmitter{}, Sessions: nil0{}, DefaultAgent: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, _, err := discordtest.NewKey().Post(srv.URL, map[string]any{"type": 1})
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("PING without a public key: %v %v, want 401", resp.Status, err)
+	}
+	if _, err := discord.NewHandler(discord.HandlerConfig{PublicKey: "nothex", Client: mustClient(t), Engine: &recordSubmitter{},
+		Sessions: nil0{}, DefaultAgent: "ops"}); err == nil || !strings.Contains(err.Error(), "DISCORD_PUBLIC_KEY") {
+		t.Errorf("a malformed public key: %v", err)
+	}
+}

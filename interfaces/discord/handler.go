@@ -1,0 +1,303 @@
+package discord
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
+)
+
+// Submitter and SessionGetter are the chat seams (package chat).
+type (
+	Submitter     = chat.Submitter
+	SessionGetter = chat.SessionGetter
+)
+
+// HandlerConfig configures the Handler.
+type HandlerConfig struct {
+	// PublicKey verifies interactions over HTTP (DISCORD_PUBLIC_KEY, hex).
+	// Empty: interactions come over the Gateway only, and every HTTP
+	// request is refused.
+	PublicKey string
+	// ApplicationID is the application's id (DISCORD_APPLICATION_ID).
+	ApplicationID string
+	// BotUserID is the bot's user id, to tell its mentions and messages.
+	BotUserID string
+	Client    *Client       // required
+	Engine    Submitter     // required
+	Sessions  SessionGetter // required
+	// DefaultAgent answers in channels not in Channels. Required.
+	DefaultAgent string
+	// Channels routes a channel id (a thread's parent channel) to an agent.
+	Channels map[string]string
+	// ThreadFollowUps: a message without a mention in a thread the bot has a
+	// session for continues that session.
+	ThreadFollowUps bool
+	// IgnoreBots drops messages of other bots (the bot's own are always
+	// dropped).
+	IgnoreBots bool
+	// Interact serves approval clicks and application commands.
+	Interact InteractConfig
+	// Inbox, when set, makes messages inbox-first: a message for the bot is
+	// appended to this durable inbox (a redelivery stored once) and its run
+	// started by Start's processor. Without it the run starts at once.
+	Inbox core.Inbox
+	// NodeID names this node in inbox claims; default "local".
+	NodeID string
+	Clock  core.Clock
+	Logger *slog.Logger
+}
+
+// Handler turns Discord messages and interactions into runs, decisions and
+// command answers: ServeHTTP serves POST /discord/interactions, Gateway
+// feeds it the Gateway's dispatches, and Start runs the inbox.
+type Handler struct {
+	cfg    HandlerConfig
+	log    *slog.Logger
+	key    ed25519.PublicKey
+	writer *core.InboxWriter
+	proc   *core.InboxProcessor
+
+	channels sync.Map // channel id → channelInfo
+	after    sync.WaitGroup
+}
+
+// NewHandler checks cfg and returns the handler.
+func NewHandler(cfg HandlerConfig) (*Handler, error) {
+	switch {
+	case cfg.Engine == nil || cfg.Sessions == nil || cfg.Client == nil:
+		return nil, errors.New("discord: the handler needs an engine, a session store and a client")
+	case cfg.DefaultAgent == "":
+		return nil, errors.New("discord: the handler needs a default agent")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = core.SystemClock{}
+	}
+	h := &Handler{cfg: cfg, log: cfg.Logger}
+	if cfg.PublicKey != "" {
+		k, err := ParsePublicKey(cfg.PublicKey)
+		if err != nil {
+			return nil, err
+		}
+		h.key = k
+	}
+	if err := h.newInbox(); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// ParsePublicKey reads the application's public key (hex, as the Developer
+// Portal shows it).
+func ParsePublicKey(s string) (ed25519.PublicKey, error) {
+	b, err := hex.DecodeString(strings.TrimSpace(s))
+	if err != nil || len(b) != ed25519.PublicKeySize {
+		return nil, errors.New("DISCORD_PUBLIC_KEY: must be the application's public key, 64 hex digits (Developer Portal → General Information)")
+	}
+	return ed25519.PublicKey(b), nil
+}
+
+// inboxEntry is what the inbox keeps of a Discord message.
+type inboxEntry struct {
+	Message chat.Inbound `json:"message"`
+	// Parent is the channel that routes the message to an agent: the
+	// thread's parent channel, or the DM channel.
+	Parent string `json:"parent,omitempty"`
+	// OpenThread: a mention in a channel; the answer opens a thread on it.
+	OpenThread bool `json:"open_thread,omitempty"`
+}
+
+func (h *Handler) newInbox() error {
+	if h.cfg.Inbox == nil {
+		return nil
+	}
+	var p *core.InboxProcessor
+	w, err := core.NewInboxWriter(core.InboxWriterConfig{Inbox: h.cfg.Inbox, Logger: h.log, Committed: func() { p.Wake() }})
+	if err != nil {
+		return fmt.Errorf("discord: %w", err)
+	}
+	p, err = core.NewInboxProcessor(core.InboxProcessorConfig{
+		Inbox: h.cfg.Inbox, Platform: chat.PlatformDiscord, Owner: h.cfg.NodeID, Logger: h.log,
+		Handle: func(ctx context.Context, m core.InboxMessage) error {
+			var e inboxEntry
+			if err := json.Unmarshal(m.Payload, &e); err != nil {
+				return core.Permanent(fmt.Errorf("discord: decode inbox message %s: %w", m.Key, err))
+			}
+			return h.start(ctx, m.Key, e)
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("discord: %w", err)
+	}
+	h.writer, h.proc = w, p
+	return nil
+}
+
+// Start runs the inbox writer and processor until ctx ends, then waits for
+// the command answers in flight.
+func (h *Handler) Start(ctx context.Context) error {
+	defer h.after.Wait()
+	if h.writer == nil {
+		<-ctx.Done()
+		return nil
+	}
+	return chat.RunInbox(ctx, h.writer, h.proc)
+}
+
+// Message accepts a Gateway MESSAGE_CREATE: a mention in a channel (which
+// opens a thread), a message in a thread the bot is part of, or a direct
+// message. Others are dropped. An error means it was not accepted.
+func (h *Handler) Message(ctx context.Context, m *discordgo.Message) error {
+	if m == nil || m.Author == nil || m.Author.ID == h.cfg.BotUserID || m.Author.Bot && h.cfg.IgnoreBots {
+		return nil
+	}
+	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
+		return nil
+	}
+	in := chat.Inbound{
+		Platform: chat.PlatformDiscord, Workspace: m.GuildID, Channel: m.ChannelID, MessageID: m.ID,
+		UserID: m.Author.ID, UserName: m.Author.Username, FromBot: m.Author.Bot, At: m.Timestamp,
+		DirectMessage: m.GuildID == "",
+	}
+	for _, u := range m.Mentions {
+		in.Mentioned = in.Mentioned || u.ID == h.cfg.BotUserID
+	}
+	in.Text = stripMention(m.Content, h.cfg.BotUserID)
+	if strings.TrimSpace(in.Text) == "" {
+		return nil
+	}
+	e := inboxEntry{Parent: m.ChannelID}
+	if !in.DirectMessage {
+		ch, err := h.channel(ctx, m.ChannelID)
+		if err != nil {
+			return err
+		}
+		switch {
+		case ch.Thread && (in.Mentioned || h.cfg.ThreadFollowUps):
+			in.Thread, e.Parent = m.ChannelID, ch.Parent
+		case !ch.Thread && in.Mentioned:
+			// The answer opens a thread on the message; a thread started
+			// from a message has the message's id.
+			in.Channel, in.Thread, e.OpenThread = m.ID, m.ID, true
+		default:
+			return nil
+		}
+	}
+	e.Message = in
+	key := "msg:" + m.ID
+	if h.writer == nil {
+		return h.accept(ctx, key, e)
+	}
+	payload, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("discord: encode message %s: %w", m.ID, err)
+	}
+	return h.writer.Append(ctx, core.InboxMessage{Platform: chat.PlatformDiscord, Key: key, Payload: payload, ReceivedAt: h.cfg.Clock.Now().UTC()})
+}
+
+// accept starts a message's run without an inbox; what needs no run is no
+// error.
+func (h *Handler) accept(ctx context.Context, key string, e inboxEntry) error {
+	err := h.start(ctx, key, e)
+	var perm *core.PermanentError
+	switch {
+	case errors.Is(err, core.ErrDuplicate), errors.Is(err, core.ErrInboxSkip):
+		h.log.Debug("discord message needs no run", "key", key, "reason", err)
+		return nil
+	case errors.As(err, &perm):
+		h.log.Warn("discord message dropped", "key", key, "err", err)
+		return nil
+	}
+	return err
+}
+
+func stripMention(text, bot string) string {
+	if bot != "" {
+		text = strings.NewReplacer("<@"+bot+">", "", "<@!"+bot+">", "").Replace(text)
+	}
+	return strings.TrimSpace(text)
+}
+
+// channel looks a channel up once.
+func (h *Handler) channel(ctx context.Context, id string) (channelInfo, error) {
+	if v, ok := h.channels.Load(id); ok {
+		return v.(channelInfo), nil
+	}
+	ch, err := h.cfg.Client.channel(ctx, id)
+	if err != nil {
+		return ch, err
+	}
+	h.channels.Store(id, ch)
+	return ch, nil
+}
+
+// start starts the run of a stored message: it picks the agent, checks that
+// the bot is part of a thread it was not mentioned in, opens the thread of a
+// mention in a channel, and submits the run (deduped by key). Errors are an
+// InboxHandler's.
+func (h *Handler) start(ctx context.Context, key string, e inboxEntry) error {
+	in := e.Message
+	agent := h.cfg.DefaultAgent
+	if a, ok := h.cfg.Channels[e.Parent]; ok {
+		agent = a
+	}
+	sid := chat.SessionID(agent, in)
+	if !in.Mentioned && !in.DirectMessage {
+		if _, err := h.cfg.Sessions.GetSession(ctx, sid); errors.Is(err, core.ErrNotFound) {
+			return fmt.Errorf("a thread the bot is not part of: %w", core.ErrInboxSkip)
+		} else if err != nil {
+			return err
+		}
+	}
+	if e.OpenThread {
+		if err := h.cfg.Client.StartThread(ctx, e.Parent, in.MessageID, threadName(in.Text)); err != nil {
+			return err
+		}
+	}
+	run, err := h.cfg.Engine.Submit(ctx, core.SubmitRequest{
+		AgentID: agent, Input: in.Text, SessionID: sid, UserID: in.UserID, Type: core.RunTypeChat,
+		Binding:  core.Binding{Platform: chat.PlatformDiscord, Workspace: in.Workspace, Channel: in.Channel},
+		Platform: chat.PlatformDiscord, DedupeKey: key,
+	})
+	if err != nil {
+		return chat.SubmitOutcome(err)
+	}
+	h.log.Info("discord message accepted", "run", run.ID, "session", sid, "agent", agent)
+	return nil
+}
+
+// threadName names a thread after the message that opened it (Discord
+// takes up to 100 characters).
+func threadName(text string) string {
+	text = strings.Join(strings.Fields(text), " ")
+	if r := []rune(text); len(r) > 80 {
+		text = string(r[:79]) + "…"
+	}
+	if text == "" {
+		return "agentgate"
+	}
+	return text
+}
+
+// since is how long ago the snowflake id was made.
+func (h *Handler) since(id string) time.Duration {
+	t, err := discordgo.SnowflakeTimestamp(id)
+	if err != nil {
+		return 0
+	}
+	return h.cfg.Clock.Now().Sub(t)
+}

@@ -1,0 +1,224 @@
+package discord
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	approval "github.com/agentgate/agentgate/approvals"
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
+)
+
+// MaxBodyBytes caps the body of a request to /discord/interactions.
+const MaxBodyBytes = 1 << 20
+
+// InteractConfig is what approval clicks and application commands need.
+// Without Approvals or Store, clicks are answered that approvals are not
+// available; without Routines, so are run and routines.
+type InteractConfig struct {
+	Approvals Decider
+	Store     ApprovalLister
+	Routines  RoutineRunner
+}
+
+// Decider, ApprovalLister and RoutineRunner are the chat seams (package chat).
+type (
+	Decider        = chat.Decider
+	ApprovalLister = chat.ApprovalLister
+	RoutineRunner  = chat.RoutineRunner
+)
+
+// followupLife is how long an interaction token takes follow-ups (15
+// minutes, less a margin); later answers are posted as normal messages.
+const followupLife = 14 * time.Minute
+
+// ServeHTTP serves POST /discord/interactions: the Ed25519 signature is
+// checked (401 when it does not verify), PING is answered PONG, a button
+// click is decided at once, and a command is answered with a deferred
+// response and its result as a follow-up.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		return
+	}
+	if h.key == nil {
+		http.Error(w, "Discord interactions over HTTP are off: set DISCORD_PUBLIC_KEY to accept them", http.StatusUnauthorized)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		http.Error(w, "body too large or unreadable", http.StatusRequestEntityTooLarge)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if !discordgo.VerifyInteraction(r, h.key) {
+		h.log.Warn("discord interaction rejected: bad signature")
+		http.Error(w, "invalid request signature", http.StatusUnauthorized)
+		return
+	}
+	var i discordgo.Interaction
+	if err := json.Unmarshal(body, &i); err != nil {
+		h.log.Warn("discord interaction malformed", "err", err)
+		http.Error(w, "malformed interaction", http.StatusBadRequest)
+		return
+	}
+	resp, after, err := h.Interaction(r.Context(), &i)
+	if err != nil {
+		h.log.Error("discord interaction", "type", i.Type, "id", i.ID, "err", err)
+		http.Error(w, "could not handle the interaction", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(resp)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	h.runAfter(after)
+}
+
+// GatewayInteraction answers an interaction that came over the Gateway
+// (its answer is a REST call).
+func (h *Handler) GatewayInteraction(ctx context.Context, i *discordgo.Interaction) error {
+	resp, after, err := h.Interaction(ctx, i)
+	if err != nil {
+		return err
+	}
+	if err := h.cfg.Client.Respond(ctx, i, resp); err != nil {
+		return err
+	}
+	h.runAfter(after)
+	return nil
+}
+
+// runAfter runs the work a response deferred, beside the request.
+func (h *Handler) runAfter(after func(context.Context)) {
+	if after == nil {
+		return
+	}
+	h.after.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), followupLife)
+		defer cancel()
+		after(ctx)
+	})
+}
+
+// Interaction returns the response to interaction i and, for a deferred
+// one, the work to run once it was sent.
+func (h *Handler) Interaction(ctx context.Context, i *discordgo.Interaction) (*discordgo.InteractionResponse, func(context.Context), error) {
+	switch i.Type {
+	case discordgo.InteractionPing:
+		return &discordgo.InteractionResponse{Type: discordgo.InteractionResponsePong}, nil, nil
+	case discordgo.InteractionMessageComponent:
+		resp, err := h.click(ctx, i)
+		return resp, nil, err
+	case discordgo.InteractionApplicationCommand:
+		return h.command(i)
+	}
+	return ephemeral("agentgate does not handle this kind of interaction."), nil, nil
+}
+
+func ephemeral(format string, args ...any) *discordgo.InteractionResponse {
+	return &discordgo.InteractionResponse{Type: discordgo.InteractionResponseChannelMessageWithSource,
+		Data: &discordgo.InteractionResponseData{Content: fmt.Sprintf(format, args...), Flags: discordgo.MessageFlagsEphemeral,
+			AllowedMentions: noMentions}}
+}
+
+// actor is who sent interaction i, with their roles in the guild.
+func actor(i *discordgo.Interaction) (user string, roles []string) {
+	if i.Member != nil && i.Member.User != nil {
+		return i.Member.User.ID, i.Member.Roles
+	}
+	if i.User != nil {
+		return i.User.ID, nil
+	}
+	return "", nil
+}
+
+// click decides the approval of an Approve or Deny button: the clicker (and
+// their roles) is checked against the approver policy — a refusal is shown
+// to them alone and changes nothing — and the card is updated to the
+// outcome.
+func (h *Handler) click(ctx context.Context, i *discordgo.Interaction) (*discordgo.InteractionResponse, error) {
+	action, id, ok := ParseCustomID(i.MessageComponentData().CustomID)
+	if !ok {
+		return &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate}, nil
+	}
+	ic := h.cfg.Interact
+	if ic.Approvals == nil || ic.Store == nil {
+		return ephemeral("Approvals are not available on this gateway."), nil
+	}
+	user, roles := actor(i)
+	a, err := ic.Store.GetApproval(ctx, id)
+	if errors.Is(err, core.ErrNotFound) {
+		return ephemeral("This approval does not exist (any more)."), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var notAllowed *approval.NotAllowedError
+	if err := approval.Allowed(a, user, roles); errors.As(err, &notAllowed) {
+		return h.refuse(a, user, notAllowed), nil
+	}
+	if a.Status != core.ApprovalPending {
+		return ephemeral("%s", alreadyDecided(a)), nil
+	}
+	d, err := ic.Approvals.Decide(ctx, a.ID, approval.Request{
+		Approve: action == chat.ActionApprove, By: user, Groups: roles, Via: chat.PlatformDiscord, ArgsSHA256: a.ArgsSHA256,
+	})
+	var np *core.NotPendingError
+	switch {
+	case errors.As(err, &notAllowed):
+		return h.refuse(a, user, notAllowed), nil
+	case errors.As(err, &np):
+		if now, gerr := ic.Store.GetApproval(ctx, a.ID); gerr == nil {
+			return ephemeral("%s", alreadyDecided(now)), nil
+		}
+		return ephemeral("This request was already decided."), nil
+	case err != nil:
+		return nil, err
+	}
+	h.log.Info("discord approval decided", "approval", a.ID, "by", user, "action", action)
+	run, err := ic.Store.GetRun(ctx, a.RunID)
+	if err != nil { // decided; the approval job edits the card
+		return &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate}, nil
+	}
+	m := ApprovalMessage(chat.Card(d, run, Approvers))
+	return &discordgo.InteractionResponse{Type: discordgo.InteractionResponseUpdateMessage,
+		Data: &discordgo.InteractionResponseData{Content: m.Content, Components: []discordgo.MessageComponent{}, AllowedMentions: noMentions}}, nil
+}
+
+func (h *Handler) refuse(a core.Approval, user string, why *approval.NotAllowedError) *discordgo.InteractionResponse {
+	who := "anyone in this conversation"
+	if len(a.Policy.Approvers) > 0 {
+		who = Approvers(a.Policy.Approvers)
+	}
+	h.log.Info("discord approval click refused", "approval", a.ID, "user", user, "why", why.Why)
+	return ephemeral("You may not decide this request: %s. Who may: %s.", why.Why, who)
+}
+
+func alreadyDecided(a core.Approval) string { return chat.AlreadyDecided(a, decider(a.DecidedBy)) }
+
+// followup posts the deferred answer of interaction i: a follow-up while
+// its token lives, else a normal message in its channel.
+func (h *Handler) followup(ctx context.Context, i *discordgo.Interaction, text string) {
+	text = strings.TrimSpace(text)
+	var err error
+	if h.since(i.ID) < followupLife {
+		err = h.cfg.Client.Followup(ctx, i, text, discordgo.MessageFlagsEphemeral)
+	} else {
+		_, err = h.cfg.Client.Post(ctx, i.ChannelID, Message{Content: text})
+	}
+	if err != nil {
+		h.log.Warn("discord command answer", "interaction", i.ID, "channel", i.ChannelID, "err", err)
+	}
+}

@@ -1,0 +1,338 @@
+package discord_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	approval "github.com/agentgate/agentgate/approvals"
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
+	"github.com/agentgate/agentgate/interfaces/discord"
+	"github.com/agentgate/agentgate/interfaces/discord/discordtest"
+	"github.com/agentgate/agentgate/store/sqlite"
+)
+
+// Interactions (signed endpoint, approval buttons, application commands) on
+// a real store against the fake Discord.
+
+const (
+	thread  = "1200000000000000001" // the run's thread
+	ana     = "500000000000000001"
+	bob     = "500000000000000002"
+	oncall  = "600000000000000001" // a role
+	channel = "1100000000000000001"
+)
+
+type env struct {
+	db       *sqlite.DB
+	fake     *discordtest.Server
+	key      discordtest.Key
+	client   *discord.Client
+	notifier *discord.Notifier
+	router   *chat.Approvals
+	h        *discord.Handler
+	srv      *httptest.Server
+	routines *fakeRoutines
+	runs     *recordSubmitter
+}
+
+type recordSubmitter struct {
+	mu   sync.Mutex
+	reqs []core.SubmitRequest
+}
+
+func (r *recordSubmitter) Submit(_ context.Context, req core.SubmitRequest) (core.Run, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reqs = append(r.reqs, req)
+	return core.Run{ID: "run_" + req.DedupeKey}, nil
+}
+
+func (r *recordSubmitter) all() []core.SubmitRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]core.SubmitRequest(nil), r.reqs...)
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "db.sqlite"), sqlite.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	e := &env{db: db, fake: discordtest.NewServer(), key: discordtest.NewKey(), routines: &fakeRoutines{}, runs: &recordSubmitter{}}
+	t.Cleanup(e.fake.Close)
+	if e.client, err = discord.NewClient(discord.ClientConfig{Token: discordtest.Token, APIURL: e.fake.APIURL(), Logger: log}); err != nil {
+		t.Fatal(err)
+	}
+	if e.notifier, err = discord.NewNotifier(discord.NotifierConfig{Store: db, Client: e.client, Logger: log}); err != nil {
+		t.Fatal(err)
+	}
+	e.router = &chat.Approvals{Store: db, Renderers: map[string]chat.ApprovalRenderer{chat.PlatformDiscord: e.notifier}}
+	aps := approval.New(approval.Config{Store: db, Logger: log})
+	e.h, err = discord.NewHandler(discord.HandlerConfig{
+		PublicKey: e.key.PublicHex(), ApplicationID: discordtest.AppID, BotUserID: discordtest.BotID,
+		Client: e.client, Engine: e.runs, Sessions: db, DefaultAgent: "ops", Channels: map[string]string{channel: "deployer"},
+		ThreadFollowUps: true, IgnoreBots: true, Logger: log,
+		Interact: discord.InteractConfig{Approvals: aps, Store: db, Routines: e.routines},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv = httptest.NewServer(e.h)
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+// pause creates a Discord run of bob's in the thread, paused for a deploy
+// approval under policy.
+func (e *env) pause(t *testing.T, policy core.ApprovalPolicy) core.Approval {
+	t.Helper()
+	ctx := t.Context()
+	now := time.Now().UTC()
+	run, err := e.db.CreateRun(ctx, core.NewRun{
+		Session: core.Session{ID: core.NewID("s"), Binding: core.Binding{Platform: chat.PlatformDiscord, Workspace: discordtest.GuildID, Channel: thread}},
+		Run:     core.Run{ID: core.NewID("run"), AgentID: "ops", UserID: bob, Type: core.RunTypeChat, Input: "deploy web"},
+		Events:  []core.Event{core.NewEvent(core.EventUserMessage, core.UserMessage{Text: "deploy web", UserID: bob})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.ClaimRun(ctx, run.ID, "w", now, now.Add(time.Minute), nil); err != nil {
+		t.Fatal(err)
+	}
+	a := core.Approval{ID: core.NewID("apr"), RunID: run.ID, ToolCallID: "call_1", Tool: "deploy",
+		Arguments: json.RawMessage(`{"service":"web","env":"production"}`), Policy: policy, RequestedBy: bob,
+		CreatedAt: now, ExpiresAt: now.Add(15 * time.Minute)}
+	if _, err := e.db.PauseRun(ctx, run.ID, "w", a, nil); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func (e *env) render(t *testing.T, id string) {
+	t.Helper()
+	a, err := e.db.GetApproval(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.router.Handle(t.Context(), core.ApprovalJobFor(id, a.Status)); err != nil {
+		t.Fatalf("render approval %s: %v", id, err)
+	}
+}
+
+// post sends an interaction, signed, and decodes the response.
+func (e *env) post(t *testing.T, v any) map[string]any {
+	t.Helper()
+	resp, body, err := e.key.Post(e.srv.URL, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("interaction: %d %s", resp.StatusCode, body)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatalf("response %s: %v", body, err)
+	}
+	return out
+}
+
+func TestInteractionSignature(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ping := map[string]any{"id": e.fake.ID(), "application_id": discordtest.AppID, "type": 1, "token": "t", "version": 1}
+	if got := e.post(t, ping); got["type"] != float64(1) {
+		t.Errorf("PING answered %v, want type 1 (PONG)", got)
+	}
+	for name, k := range map[string]discordtest.Key{"unsigned": {}, "wrong key": discordtest.NewKey()} {
+		resp, body, err := k.Post(e.srv.URL, ping)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s: %d %s, want 401", name, resp.StatusCode, body)
+		}
+	}
+	// A signed body that was altered after signing.
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL, strings.NewReader(`{"type":1}`))
+	e.key.Sign(req, []byte(`{"type":2}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("tampered body: %d, want 401", resp.StatusCode)
+	}
+}
+
+func buttonIDs(m discordtest.Message) []string {
+	var ids []string
+	for _, row := range m.Components {
+		for _, c := range row.(map[string]any)["components"].([]any) {
+			b := c.(map[string]any)
+			ids = append(ids, fmt.Sprintf("%v/%v", b["style"], b["custom_id"]))
+		}
+	}
+	return ids
+}
+
+func TestApprovalButtons(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{ana, oncall}})
+	e.render(t, a.ID)
+	e.render(t, a.ID) // a retried job posts no second card
+	cards := e.fake.Messages(thread)
+	if len(cards) != 1 {
+		t.Fatalf("cards = %+v, want one", cards)
+	}
+	want := []string{"3/agentgate:approve:" + a.ID, "4/agentgate:deny:" + a.ID}
+	if got := buttonIDs(cards[0]); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("buttons = %v, want %v (success, danger)", got, want)
+	}
+	if !strings.Contains(cards[0].Content, "`deploy`") || !strings.Contains(cards[0].Content, "<@"+ana+">") {
+		t.Errorf("card = %q", cards[0].Content)
+	}
+
+	// bob is neither an approver nor in the role: refused, ephemeral.
+	got := e.post(t, e.fake.Interaction(3, thread, bob, nil, discordtest.Button("agentgate:approve:"+a.ID)))
+	data, _ := got["data"].(map[string]any)
+	if got["type"] != float64(4) || data["flags"] != float64(64) || !strings.Contains(fmt.Sprint(data["content"]), "may not decide") {
+		t.Errorf("refused click answered %v", got)
+	}
+	if st, _ := e.db.GetApproval(t.Context(), a.ID); st.Status != core.ApprovalPending {
+		t.Fatalf("refused click decided: %s", st.Status)
+	}
+
+	// carol has the on-call role: she may deny.
+	const carol = "500000000000000003"
+	got = e.post(t, e.fake.Interaction(3, thread, carol, []string{oncall}, discordtest.Button("agentgate:deny:"+a.ID)))
+	data, _ = got["data"].(map[string]any)
+	if got["type"] != float64(7) || !strings.Contains(fmt.Sprint(data["content"]), "Denied by <@"+carol+">") {
+		t.Errorf("deny click answered %v, want an UPDATE_MESSAGE with the outcome", got)
+	}
+	st, _ := e.db.GetApproval(t.Context(), a.ID)
+	if st.Status != core.ApprovalDenied || st.DecidedBy != carol || st.DecidedVia != chat.PlatformDiscord {
+		t.Fatalf("approval = %s by %s via %s", st.Status, st.DecidedBy, st.DecidedVia)
+	}
+	e.render(t, a.ID) // the approval job edits the card
+	cards = e.fake.Messages(thread)
+	if len(cards) != 1 || len(cards[0].Components) != 0 || !strings.Contains(cards[0].Content, "Denied") {
+		t.Errorf("card after the decision = %+v, want the outcome without buttons", cards)
+	}
+
+	// A second click: already decided.
+	got = e.post(t, e.fake.Interaction(3, thread, ana, nil, discordtest.Button("agentgate:approve:"+a.ID)))
+	data, _ = got["data"].(map[string]any)
+	if !strings.Contains(fmt.Sprint(data["content"]), "already denied") {
+		t.Errorf("late click answered %v", got)
+	}
+}
+
+type fakeRoutines struct {
+	mu        sync.Mutex
+	triggered []string
+}
+
+func (f *fakeRoutines) List(context.Context, core.ListOptions) (core.Page[core.Routine], error) {
+	return core.Page[core.Routine]{Items: []core.Routine{{ID: "daily-digest", AgentID: "ops", Schedule: "0 9 * * 1-5", Enabled: true}}}, nil
+}
+
+func (f *fakeRoutines) TriggerIn(_ context.Context, id, extra, user string, b core.Binding) (core.Run, error) {
+	if id != "daily-digest" {
+		return core.Run{}, fmt.Errorf("routine %s: %w", id, core.ErrNotFound)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.triggered = append(f.triggered, fmt.Sprintf("%s|%s|%s|%s:%s", id, extra, user, b.Platform, b.Channel))
+	return core.Run{ID: "run_digest1"}, nil
+}
+
+func TestCommandDeferredThenFollowup(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.pause(t, core.ApprovalPolicy{Approvers: []string{ana}})
+	cases := []struct {
+		sub  string
+		opts map[string]string
+		user string
+		want string
+	}{
+		{"help", nil, ana, "/agentgate run"},
+		{"routines", nil, ana, "daily-digest"},
+		{"approvals", nil, ana, "wants to run `deploy`"},
+		{"approvals", nil, bob, "Nothing is waiting"},
+		{"run", map[string]string{"routine": "daily-digest", "input": "only prod"}, ana, "Started routine `daily-digest`"},
+		{"run", map[string]string{"routine": "nope"}, ana, "no routine `nope`"},
+	}
+	for i, c := range cases {
+		got := e.post(t, e.fake.Interaction(2, channel, c.user, nil, discordtest.Command(c.sub, c.opts)))
+		if got["type"] != float64(5) {
+			t.Errorf("%s: answered %v, want type 5 (deferred)", c.sub, got)
+		}
+		if !e.fake.Wait(10*time.Second, func() bool { return len(e.fake.Followups()) > i }) {
+			t.Fatalf("%s: no follow-up", c.sub)
+		}
+		f := e.fake.Followups()[i]
+		if !strings.HasPrefix(f.Path, "/webhooks/"+discordtest.AppID+"/itoken-") || !strings.Contains(fmt.Sprint(f.Body["content"]), c.want) {
+			t.Errorf("%s: follow-up %s %v, want %q", c.sub, f.Path, f.Body["content"], c.want)
+		}
+	}
+	if fmt.Sprint(e.routines.triggered) != "[daily-digest|only prod|"+ana+"|discord:"+channel+"]" {
+		t.Errorf("triggered %v", e.routines.triggered)
+	}
+}
+
+// Payloads as Discord sends them (testdata), through the signed endpoint
+// and the Gateway.
+func TestRealPayloads(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{oncall}})
+	raw, err := os.ReadFile("testdata/interaction_button.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var click map[string]any
+	if err := json.Unmarshal([]byte(strings.ReplaceAll(string(raw), "APPROVAL_ID", a.ID)), &click); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.post(t, click); got["type"] != float64(7) {
+		t.Errorf("click answered %v", got)
+	}
+	if st, _ := e.db.GetApproval(t.Context(), a.ID); st.Status != core.ApprovalApproved || st.DecidedBy != "500000000000000003" {
+		t.Errorf("approval %s by %s, want approved by carol (role %s)", st.Status, st.DecidedBy, oncall)
+	}
+
+	raw, err = os.ReadFile("testdata/message_create.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m discordgo.Message
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.h.Message(t.Context(), &m); err != nil {
+		t.Fatal(err)
+	}
+	runs := e.runs.all()
+	if len(runs) != 1 || runs[0].Input != "what changed in web since yesterday?" || runs[0].Binding.Channel != m.ID || runs[0].AgentID != "deployer" {
+		t.Errorf("runs = %+v", runs)
+	}
+}

@@ -1,0 +1,260 @@
+// Package telegram puts agents into Telegram through the Bot API
+// (go-telegram/bot): updates arrive on a webhook (POST /telegram/webhook,
+// checked with the secret token) or by long polling, go through the durable
+// inbox (update_id dedupes them), and become runs; answers, approval cards
+// with inline keyboards and routine results are posted through the outbox.
+package telegram
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+	"golang.org/x/time/rate"
+)
+
+// DefaultAPIURL is the Bot API's base URL.
+const DefaultAPIURL = "https://api.telegram.org"
+
+// ErrMaybePosted: the call may have reached Telegram but its answer was lost;
+// the message may have been posted.
+var ErrMaybePosted = errors.New("telegram: outcome unknown, the message may have been posted")
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	Token string // TELEGRAM_BOT_TOKEN, required
+	// APIURL is the Bot API's base URL (TELEGRAM_API_URL); default
+	// DefaultAPIURL.
+	APIURL string
+	// HTTPClient makes the calls; default one with a 60s timeout.
+	HTTPClient *http.Client
+	// MaxRetries is how often a call Telegram answered 429 is made again,
+	// after the retry_after it says. Default 3.
+	MaxRetries int
+	Logger     *slog.Logger
+}
+
+// Client calls the Bot API. Sends and edits are paced per chat within
+// Telegram's limits (1 message a second in a chat, 20 a minute in a group),
+// and a 429 is retried after its retry_after.
+type Client struct {
+	cfg ClientConfig
+	bot *bot.Bot
+	log *slog.Logger
+
+	mu     sync.Mutex
+	limits map[int64][]*rate.Limiter
+}
+
+// NewClient checks cfg and returns the client; it makes no call.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if cfg.Token == "" {
+		return nil, errors.New("telegram: client needs the bot token")
+	}
+	if cfg.APIURL == "" {
+		cfg.APIURL = DefaultAPIURL
+	}
+	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 60 * time.Second}
+	}
+	if cfg.MaxRetries <= 0 {
+		cfg.MaxRetries = 3
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	b, err := bot.New(cfg.Token, bot.WithSkipGetMe(), bot.WithServerURL(cfg.APIURL),
+		bot.WithHTTPClient(cfg.HTTPClient.Timeout, cfg.HTTPClient),
+		bot.WithErrorsHandler(func(err error) { cfg.Logger.Debug("telegram client", "err", err) }))
+	if err != nil {
+		return nil, fmt.Errorf("telegram: %w", err)
+	}
+	return &Client{cfg: cfg, bot: b, log: cfg.Logger, limits: map[int64][]*rate.Limiter{}}, nil
+}
+
+// Me returns the bot's own user (getMe).
+func (c *Client) Me(ctx context.Context) (*models.User, error) {
+	var u *models.User
+	err := c.retry(ctx, func() (err error) { u, err = c.bot.GetMe(ctx); return err })
+	return u, err
+}
+
+// Send posts text (MarkdownV2) in chat, in a forum topic when thread is
+// set, and returns the message id. A refusal returns an error, an unknown
+// outcome one wrapping ErrMaybePosted.
+func (c *Client) Send(ctx context.Context, chat int64, thread int, text string, markup models.ReplyMarkup) (int, error) {
+	if err := c.wait(ctx, chat); err != nil {
+		return 0, err
+	}
+	var m *models.Message
+	err := c.retry(ctx, func() (err error) {
+		m, err = c.bot.SendMessage(ctx, &bot.SendMessageParams{ChatID: chat, MessageThreadID: thread, Text: text,
+			ParseMode: models.ParseModeMarkdown, ReplyMarkup: markup})
+		return err
+	})
+	if err != nil {
+		if !apiError(err) {
+			return 0, fmt.Errorf("%w: %w", ErrMaybePosted, err)
+		}
+		return 0, err
+	}
+	return m.ID, nil
+}
+
+// Edit replaces the text (MarkdownV2) and inline keyboard of message id in
+// chat; markup nil removes the keyboard. "message is not modified" is no
+// error.
+func (c *Client) Edit(ctx context.Context, chat int64, id int, text string, markup models.ReplyMarkup) error {
+	if err := c.wait(ctx, chat); err != nil {
+		return err
+	}
+	err := c.retry(ctx, func() error {
+		_, err := c.bot.EditMessageText(ctx, &bot.EditMessageTextParams{ChatID: chat, MessageID: id, Text: text,
+			ParseMode: models.ParseModeMarkdown, ReplyMarkup: markup})
+		return err
+	})
+	if err != nil && strings.Contains(err.Error(), "message is not modified") {
+		return nil
+	}
+	return err
+}
+
+// AnswerCallback answers a callback query (answerCallbackQuery), showing
+// text to the clicker as a notification when set.
+func (c *Client) AnswerCallback(ctx context.Context, id, text string) error {
+	return c.retry(ctx, func() error {
+		_, err := c.bot.AnswerCallbackQuery(ctx, &bot.AnswerCallbackQueryParams{CallbackQueryID: id, Text: text})
+		return err
+	})
+}
+
+// SetCommands registers the bot's commands (setMyCommands).
+func (c *Client) SetCommands(ctx context.Context, cmds []models.BotCommand) error {
+	return c.retry(ctx, func() error {
+		_, err := c.bot.SetMyCommands(ctx, &bot.SetMyCommandsParams{Commands: cmds})
+		return err
+	})
+}
+
+// Updates long-polls getUpdates for the updates from offset on, waiting up
+// to timeout for one. Calling it with offset confirms every update below
+// offset: Telegram does not send them again. (go-telegram/bot's own polling
+// loop confirms updates before they are stored, so the poller calls this.)
+func (c *Client) Updates(ctx context.Context, offset int64, timeout time.Duration) ([]models.Update, error) {
+	body, _ := json.Marshal(map[string]any{"offset": offset, "timeout": int(timeout / time.Second),
+		"allowed_updates": []string{"message", "callback_query"}})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.APIURL+"/bot"+c.cfg.Token+"/getUpdates", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	hc := *c.cfg.HTTPClient
+	hc.Timeout = timeout + 30*time.Second
+	resp, err := hc.Do(req)
+	if err != nil {
+		var ue interface{ Unwrap() error }
+		if errors.As(err, &ue) {
+			err = ue.Unwrap() // the URL holds the token
+		}
+		return nil, fmt.Errorf("telegram getUpdates: %w", err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		OK          bool            `json:"ok"`
+		Result      []models.Update `json:"result"`
+		ErrorCode   int             `json:"error_code"`
+		Description string          `json:"description"`
+		Parameters  struct {
+			RetryAfter int `json:"retry_after"`
+		} `json:"parameters"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return nil, fmt.Errorf("telegram getUpdates: decode: %w", err)
+	}
+	switch {
+	case r.ErrorCode == http.StatusTooManyRequests:
+		return nil, &bot.TooManyRequestsError{Message: r.Description, RetryAfter: r.Parameters.RetryAfter}
+	case !r.OK:
+		return nil, fmt.Errorf("telegram getUpdates: %d %s", r.ErrorCode, r.Description)
+	}
+	return r.Result, nil
+}
+
+// retry calls fn, again after the retry_after of a 429, at most MaxRetries
+// times more.
+func (c *Client) retry(ctx context.Context, fn func() error) error {
+	for i := 0; ; i++ {
+		err := fn()
+		var tm *bot.TooManyRequestsError
+		if !errors.As(err, &tm) || i >= c.cfg.MaxRetries {
+			return err
+		}
+		wait := time.Duration(max(tm.RetryAfter, 1)) * time.Second
+		c.log.Warn("telegram rate limited; waiting", "retry_after", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// wait paces calls that post in chat: one a second in any chat, and in a
+// group (negative id) also 20 a minute.
+func (c *Client) wait(ctx context.Context, chat int64) error {
+	c.mu.Lock()
+	ls, ok := c.limits[chat]
+	if !ok {
+		ls = []*rate.Limiter{rate.NewLimiter(rate.Every(time.Second), 1)}
+		if chat < 0 {
+			ls = append(ls, rate.NewLimiter(rate.Every(3*time.Second), 20))
+		}
+		c.limits[chat] = ls
+	}
+	c.mu.Unlock()
+	for _, l := range ls {
+		if err := l.Wait(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apiError reports whether err is Telegram's answer (so nothing was done),
+// not a transport failure.
+func apiError(err error) bool {
+	var tm *bot.TooManyRequestsError
+	var mg *bot.MigrateError
+	for _, e := range []error{bot.ErrorBadRequest, bot.ErrorForbidden, bot.ErrorUnauthorized, bot.ErrorNotFound, bot.ErrorConflict} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return errors.As(err, &tm) || errors.As(err, &mg) || strings.Contains(err.Error(), "error response from telegram")
+}
+
+// ChatID parses a chat id as bindings and targets hold it.
+func ChatID(s string) (int64, error) {
+	id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("telegram: chat %q: must be a numeric chat id like -1001234567890", s)
+	}
+	return id, nil
+}
+
+// threadID parses a binding's thread (a forum topic's message_thread_id).
+func threadID(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}

@@ -1,0 +1,213 @@
+package telegram
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/go-telegram/bot/models"
+
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
+)
+
+// MaxBodyBytes caps the body of a webhook request.
+const MaxBodyBytes = 1 << 20
+
+// SecretHeader carries the webhook's secret token (setWebhook secret_token).
+const SecretHeader = "X-Telegram-Bot-Api-Secret-Token"
+
+// HandlerConfig configures the Handler.
+type HandlerConfig struct {
+	// WebhookSecret checks webhook requests (TELEGRAM_WEBHOOK_SECRET).
+	// Empty: updates come by long polling and every webhook request is
+	// refused.
+	WebhookSecret string
+	Parser        Parser
+	Engine        chat.Submitter      // required
+	Inbox         core.Inbox          // required: updates are stored before they are acknowledged
+	Client        *Client             // required: answers commands and clicks
+	Outbox        core.Outbox         // required: command answers are posted once
+	Approvals     chat.Decider        // clicks are ignored without it
+	Store         chat.ApprovalLister // with Approvals
+	Routines      chat.RoutineRunner  // /run and /routines answer "not available" without it
+	// DefaultAgent answers in chats not in Chats. Required.
+	DefaultAgent string
+	// Chats routes a chat id to an agent.
+	Chats map[string]string
+	// NodeID names this node in inbox claims. Default "local".
+	NodeID string
+	Clock  core.Clock
+	Logger *slog.Logger
+}
+
+// Handler takes Telegram updates, from the webhook (ServeHTTP) or the
+// poller (Ingest), into the durable inbox, and acts on them from there
+// (Start): a message starts a run, a command is answered, a click decides
+// an approval.
+type Handler struct {
+	cfg    HandlerConfig
+	log    *slog.Logger
+	writer *core.InboxWriter
+	proc   *core.InboxProcessor
+}
+
+// NewHandler checks cfg and returns the handler.
+func NewHandler(cfg HandlerConfig) (*Handler, error) {
+	switch {
+	case cfg.Engine == nil || cfg.Inbox == nil || cfg.Client == nil || cfg.Outbox == nil:
+		return nil, errors.New("telegram: handler needs an engine, an inbox, an outbox and a client")
+	case cfg.DefaultAgent == "":
+		return nil, errors.New("telegram: handler needs a default agent")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = core.SystemClock{}
+	}
+	h := &Handler{cfg: cfg, log: cfg.Logger}
+	var p *core.InboxProcessor
+	w, err := core.NewInboxWriter(core.InboxWriterConfig{Inbox: cfg.Inbox, Logger: h.log, Committed: func() { p.Wake() }})
+	if err != nil {
+		return nil, fmt.Errorf("telegram: %w", err)
+	}
+	p, err = core.NewInboxProcessor(core.InboxProcessorConfig{Inbox: cfg.Inbox, Platform: chat.PlatformTelegram,
+		Handle: h.process, Owner: cfg.NodeID, Clock: cfg.Clock, Logger: h.log})
+	if err != nil {
+		return nil, fmt.Errorf("telegram: %w", err)
+	}
+	h.writer, h.proc = w, p
+	return h, nil
+}
+
+// Start runs the inbox writer and processor until ctx ends. Stop the HTTP
+// server and the poller first.
+func (h *Handler) Start(ctx context.Context) error {
+	return chat.RunInbox(ctx, h.writer, h.proc)
+}
+
+// ServeHTTP serves POST /telegram/webhook.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		return
+	}
+	got := r.Header.Get(SecretHeader)
+	if h.cfg.WebhookSecret == "" || subtle.ConstantTimeCompare([]byte(got), []byte(h.cfg.WebhookSecret)) != 1 {
+		h.log.Warn("telegram webhook request rejected: wrong or missing secret token")
+		http.Error(w, "invalid secret token", http.StatusUnauthorized)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		http.Error(w, "body too large or unreadable", http.StatusRequestEntityTooLarge)
+		return
+	}
+	var u models.Update
+	if err := json.Unmarshal(body, &u); err != nil || u.ID == 0 {
+		h.log.Warn("telegram update malformed", "err", err)
+		http.Error(w, "malformed update", http.StatusBadRequest)
+		return
+	}
+	if err := h.Ingest(r.Context(), u); err != nil {
+		h.log.Error("telegram update", "update", u.ID, "err", err)
+		http.Error(w, "could not accept the update; Telegram will retry", http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// inboxEntry is what the inbox keeps of an update.
+type inboxEntry struct {
+	Request Request `json:"request"`
+}
+
+// Ingest stores u in the inbox if it asks something of the bot and returns
+// once it is durable; an update stored before (same update_id) is not
+// stored again. An error means it was not stored.
+func (h *Handler) Ingest(ctx context.Context, u models.Update) error {
+	req := h.cfg.Parser.Parse(u)
+	if req.Kind == KindIgnored {
+		return nil
+	}
+	payload, err := json.Marshal(inboxEntry{Request: req})
+	if err != nil {
+		return fmt.Errorf("telegram: encode update %d: %w", u.ID, err)
+	}
+	return h.writer.Append(ctx, core.InboxMessage{Platform: chat.PlatformTelegram, Key: req.Key,
+		Payload: payload, ReceivedAt: h.cfg.Clock.Now().UTC()})
+}
+
+// process acts on a stored update.
+func (h *Handler) process(ctx context.Context, m core.InboxMessage) error {
+	var e inboxEntry
+	if err := json.Unmarshal(m.Payload, &e); err != nil {
+		return core.Permanent(fmt.Errorf("telegram: decode inbox message %s: %w", m.Key, err))
+	}
+	req := e.Request
+	switch {
+	case req.Kind == KindMessage && req.Message != nil:
+		return h.start(ctx, m.Key, *req.Message)
+	case req.Kind == KindCommand && req.Command != nil:
+		if err := h.command(ctx, m.Key, req); err != nil {
+			return err
+		}
+	case req.Kind == KindCallback && req.Action != nil:
+		if err := h.callback(ctx, req); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("telegram %s: %w", m.Key, core.ErrInboxSkip)
+}
+
+// AgentFor returns the agent that answers in chat.
+func (h *Handler) AgentFor(chat string) string {
+	if a, ok := h.cfg.Chats[chat]; ok {
+		return a
+	}
+	return h.cfg.DefaultAgent
+}
+
+// start starts the run of a message for the bot.
+func (h *Handler) start(ctx context.Context, key string, in chat.Inbound) error {
+	agent := h.AgentFor(in.Channel)
+	sid, err := h.sessionFor(ctx, agent, in)
+	if err != nil {
+		return err
+	}
+	run, err := h.cfg.Engine.Submit(ctx, core.SubmitRequest{
+		AgentID: agent, Input: in.Text, SessionID: sid, UserID: in.UserID, Type: core.RunTypeChat,
+		Binding:  core.Binding{Platform: chat.PlatformTelegram, Channel: in.Channel, Thread: in.Thread},
+		Platform: chat.PlatformTelegram, DedupeKey: key,
+	})
+	if err != nil {
+		return chat.SubmitOutcome(err)
+	}
+	h.log.Info("telegram message accepted", "run", run.ID, "session", sid, "agent", agent)
+	return nil
+}
+
+// SessionID is the session of a Telegram message: one per private chat,
+// group, or forum topic ({agent}:telegram::{chat}:{topic}); chat.SessionID.
+func SessionID(agent string, in chat.Inbound) string {
+	in.DirectMessage = true // no reply threads: a chat (or topic) is one conversation
+	return chat.SessionID(agent, in)
+}
+
+// tell posts a short answer in chat (and topic), once per key.
+func (h *Handler) tell(ctx context.Context, key, channel, thread, text string) error {
+	id, err := ChatID(channel)
+	if err != nil {
+		return core.Permanent(err)
+	}
+	s := sender{outbox: h.cfg.Outbox, client: h.cfg.Client, clock: h.cfg.Clock, log: h.log}
+	_, err = s.postOnce(ctx, key, id, threadID(thread), text, nil)
+	return err
+}

@@ -1,0 +1,168 @@
+package telegram
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-telegram/bot/models"
+
+	approval "github.com/agentgate/agentgate/approvals"
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
+)
+
+// Commands are the bot's commands, registered with setMyCommands.
+var Commands = []models.BotCommand{
+	{Command: "run", Description: "Run a routine now: /run <routine> [extra input]"},
+	{Command: "routines", Description: "List the routines"},
+	{Command: "approvals", Description: "Requests waiting for your decision"},
+	{Command: "new", Description: "Start a fresh conversation"},
+	{Command: "help", Description: "What this bot does"},
+}
+
+// callback decides the approval of a click on an inline keyboard button:
+// the clicker (their Telegram user id) is checked against the tool's
+// approver policy, and the callback query is answered with the outcome.
+// The card itself is edited by the approval job the decision commits.
+func (h *Handler) callback(ctx context.Context, req Request) error {
+	act := req.Action
+	answer, err := h.decide(ctx, act)
+	if err != nil {
+		return err
+	}
+	if err := h.cfg.Client.AnswerCallback(ctx, req.CallbackID, answer); err != nil {
+		// The query may be too old to answer; the decision stands.
+		h.log.Warn("telegram answerCallbackQuery", "approval", act.ApprovalID, "err", err)
+	}
+	return nil
+}
+
+// decide decides act's approval and returns what to tell the clicker.
+func (h *Handler) decide(ctx context.Context, act *chat.Action) (string, error) {
+	if h.cfg.Approvals == nil || h.cfg.Store == nil {
+		return "Approvals are not available here.", nil
+	}
+	a, err := h.cfg.Store.GetApproval(ctx, act.ApprovalID)
+	if errors.Is(err, core.ErrNotFound) {
+		return "This approval does not exist (any more).", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	_, err = h.cfg.Approvals.Decide(ctx, a.ID, approval.Request{
+		Approve: act.ActionID == chat.ActionApprove, By: act.UserID, Via: chat.PlatformTelegram, ArgsSHA256: a.ArgsSHA256,
+	})
+	var notAllowed *approval.NotAllowedError
+	var np *core.NotPendingError
+	switch {
+	case errors.As(err, &notAllowed):
+		h.log.Info("telegram approval click refused", "approval", a.ID, "user", act.UserID, "why", notAllowed.Why)
+		return "You may not decide this request: " + notAllowed.Why + ".", nil
+	case errors.As(err, &np):
+		return fmt.Sprintf("This request is already %s.", np.Status), nil
+	case err != nil:
+		return "", err
+	}
+	h.log.Info("telegram approval decided", "approval", a.ID, "by", act.UserID, "action", act.ActionID)
+	if act.ActionID == chat.ActionApprove {
+		return "Approved.", nil
+	}
+	return "Denied.", nil
+}
+
+const helpText = "I connect this chat to an agent. In a private chat, write to me; in a group, mention me or reply to me.\n" +
+	"/run <routine> [extra input] runs a routine now; its output is posted here\n" +
+	"/routines lists the routines\n" +
+	"/approvals lists the requests waiting for your decision\n" +
+	"/new starts a fresh conversation\n" +
+	"/help shows this"
+
+// command answers a command in its chat (and topic), once per update.
+func (h *Handler) command(ctx context.Context, key string, req Request) error {
+	cmd := req.Command
+	var text string
+	var err error
+	switch cmd.Name {
+	case "help", "start":
+		text = helpText
+	case "routines":
+		text, err = h.listRoutines(ctx)
+	case "run":
+		text, err = h.runRoutine(ctx, cmd, req.Thread)
+	case "approvals":
+		text, err = h.pendingApprovals(ctx, cmd.UserID)
+	case "new":
+		return h.fresh(ctx, cmd, req.Thread)
+	default:
+		text = "Unknown command /" + cmd.Name + ".\n" + helpText
+	}
+	if err != nil {
+		return err
+	}
+	return h.tell(ctx, "telegram:cmd:"+key, cmd.Channel, req.Thread, Escape(text))
+}
+
+func (h *Handler) listRoutines(ctx context.Context) (string, error) {
+	if h.cfg.Routines == nil {
+		return "Routines are not available on this gateway.", nil
+	}
+	page, err := h.cfg.Routines.List(ctx, core.ListOptions{Limit: 50})
+	if err != nil || len(page.Items) == 0 {
+		return "No routines are defined. Add them under routines: in the config file.", err
+	}
+	var b strings.Builder
+	b.WriteString("Routines:\n")
+	for _, r := range page.Items {
+		state := "on"
+		if !r.Enabled {
+			state = "off"
+		}
+		fmt.Fprintf(&b, "• %s (%s) — agent %s, %s\n", r.ID, state, r.AgentID, r.Schedule)
+	}
+	return b.String(), nil
+}
+
+func (h *Handler) runRoutine(ctx context.Context, cmd *chat.Command, thread string) (string, error) {
+	if h.cfg.Routines == nil {
+		return "Routines are not available on this gateway.", nil
+	}
+	id, extra, _ := strings.Cut(cmd.Text, " ")
+	if id == "" {
+		return "Which routine? /run <routine> [extra input]; /routines lists them.", nil
+	}
+	run, err := h.cfg.Routines.TriggerIn(ctx, id, strings.TrimSpace(extra), cmd.UserID,
+		core.Binding{Platform: chat.PlatformTelegram, Channel: cmd.Channel, Thread: thread})
+	var inputErr *core.InputError
+	switch {
+	case errors.Is(err, core.ErrNotFound):
+		return fmt.Sprintf("No routine %q; /routines lists them.", id), nil
+	case errors.As(err, &inputErr):
+		return err.Error(), nil
+	case err != nil:
+		return "", err
+	}
+	return fmt.Sprintf("Running %s (run %s); its output will be posted here.", id, run.ID), nil
+}
+
+func (h *Handler) pendingApprovals(ctx context.Context, user string) (string, error) {
+	if h.cfg.Store == nil {
+		return "Approvals are not available here.", nil
+	}
+	page, err := h.cfg.Store.ListApprovals(ctx, core.ApprovalFilter{Status: core.ApprovalPending, ListOptions: core.ListOptions{Limit: 100}})
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, a := range page.Items {
+		if approval.Allowed(a, user, nil) != nil {
+			continue
+		}
+		fmt.Fprintf(&b, "• %s: %s, expires %s\n", a.ID, a.Tool, a.ExpiresAt.UTC().Format("Jan 2 15:04 UTC"))
+	}
+	if b.Len() == 0 {
+		return "No requests are waiting for your decision.", nil
+	}
+	return "Waiting for your decision:\n" + b.String(), nil
+}

@@ -1,0 +1,257 @@
+package telegram
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-telegram/bot/models"
+
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
+)
+
+// JobReply is the job kind that posts a finished chat run's answer in its
+// Telegram chat; the engine commits it with the run's end (OnFinish).
+const JobReply = "telegram.reply"
+
+// NotifierStore is what the notifier reads and records; core.Store is one.
+type NotifierStore interface {
+	GetRun(ctx context.Context, id string) (core.Run, error)
+	GetSession(ctx context.Context, id string) (core.Session, error)
+	GetApproval(ctx context.Context, id string) (core.Approval, error)
+	Events(ctx context.Context, runID string, afterSeq int64, limit int) ([]core.Event, error)
+	core.Outbox
+}
+
+// NotifierConfig configures a Notifier.
+type NotifierConfig struct {
+	Store  NotifierStore // required
+	Client *Client       // required
+	Clock  core.Clock
+	Logger *slog.Logger
+	// LiveInterval is the pace of live replies (Progress): one shows after
+	// a run has taken LiveInterval, and is edited at most once per
+	// LiveInterval. Default 1s, Telegram's pace for messages in one chat.
+	LiveInterval time.Duration
+	// LiveCloseTimeout is how long the end of a live reply waits for a
+	// call in flight. Default 5s.
+	LiveCloseTimeout time.Duration
+}
+
+// Notifier posts in Telegram what the engine has to say: finished runs'
+// answers (split at 4,096 characters, MarkdownV2-escaped), approval cards
+// with Approve / Deny buttons (chat.ApprovalRenderer), edited to the outcome
+// on every decision, and routine results (routine.ChatDeliverer). Every
+// message goes through the outbox, once.
+type Notifier struct {
+	cfg NotifierConfig
+	sender
+}
+
+// NewNotifier checks cfg and returns the notifier.
+func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
+	if cfg.Store == nil || cfg.Client == nil {
+		return nil, errors.New("telegram: notifier needs a store and a client")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = core.SystemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.LiveInterval <= 0 {
+		cfg.LiveInterval = time.Second
+	}
+	if cfg.LiveCloseTimeout <= 0 {
+		cfg.LiveCloseTimeout = 5 * time.Second
+	}
+	return &Notifier{cfg: cfg, sender: sender{outbox: cfg.Store, client: cfg.Client, clock: cfg.Clock, log: cfg.Logger}}, nil
+}
+
+// OnFinish is the engine's finish hook: every chat run gets a JobReply job;
+// its handler skips runs of other platforms.
+func (n *Notifier) OnFinish(run core.Run, _ core.RunStatus) []core.Job {
+	return chat.ReplyJobs(JobReply, run)
+}
+
+// Handlers returns the engine job handlers of the notifier.
+func (n *Notifier) Handlers() map[string]func(context.Context, core.Job) error {
+	return map[string]func(context.Context, core.Job) error{JobReply: n.reply}
+}
+
+// reply posts the answer of the job's run, one message per part.
+func (n *Notifier) reply(ctx context.Context, job core.Job) error {
+	run, b, ok, err := chat.ReplyTarget(ctx, n.cfg.Store, job, chat.PlatformTelegram)
+	if err != nil || !ok {
+		return err
+	}
+	text := chat.ReplyText(run)
+	if text == "_(no answer)_" { // Markdown for the others, shown as is here
+		text = "(no answer)"
+	}
+	live, err := n.liveMessage(ctx, run.ID)
+	if err != nil || live == 0 {
+		return errors.Join(err, n.DeliverResult(ctx, b, "reply:"+run.ID, text))
+	}
+	// The answer showed live: its message becomes the first part (an edit,
+	// the same on a retry), the rest is posted below.
+	parts := Split(text, MaxMessageLen)
+	if len(parts) == 0 {
+		parts = []string{"(no answer)"}
+	}
+	chatID, err := ChatID(b.Channel)
+	if err != nil {
+		return core.Permanent(err)
+	}
+	if err := n.cfg.Client.Edit(ctx, chatID, live, Markdown(parts[0]), nil); err != nil {
+		return err
+	}
+	return n.DeliverResult(ctx, b, "reply:"+run.ID+":rest", strings.Join(parts[1:], "\n"))
+}
+
+// DeliverResult implements routine.ChatDeliverer: text (Markdown) is posted
+// in b's chat (and forum topic) as MarkdownV2, split at Telegram's limit,
+// each part once.
+func (n *Notifier) DeliverResult(ctx context.Context, b core.Binding, key, text string) error {
+	id, err := ChatID(b.Channel)
+	if err != nil {
+		return core.Permanent(err)
+	}
+	for i, part := range Split(text, MaxMessageLen) {
+		k := "telegram:" + key + ":" + strconv.Itoa(i)
+		if _, err := n.postOnce(ctx, k, id, threadID(b.Thread), Markdown(part), nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func cardKey(approvalID string) string { return "telegram:approval:" + approvalID }
+
+// RenderApproval implements chat.ApprovalRenderer: a pending approval gets
+// a card with Approve / Deny buttons, posted once; a decided one has its
+// card edited to the outcome, without buttons.
+func (n *Notifier) RenderApproval(ctx context.Context, b core.Binding, a core.Approval, r core.Run) error {
+	chatID, err := ChatID(b.Channel)
+	if err != nil {
+		return core.Permanent(err)
+	}
+	key := cardKey(a.ID)
+	state, ref, err := n.outbox.SendRef(ctx, key)
+	switch {
+	case errors.Is(err, core.ErrNotFound) || err == nil && state == core.SendFailed:
+		return n.post(ctx, key, chatID, b, a, r)
+	case err != nil:
+		return err
+	case state == core.SendSent:
+		if a.Status == core.ApprovalPending {
+			return nil
+		}
+		msgID, _ := strconv.Atoi(ref)
+		return n.edit(ctx, chatID, msgID, a, r)
+	case state == core.SendSending && a.Status == core.ApprovalPending:
+		n.log.Warn("telegram approval card outcome unknown after an earlier attempt; not posting it again", "approval", a.ID)
+		return n.outbox.SetSendState(ctx, key, core.SendUncertain, "", n.now())
+	}
+	return nil // being posted by another worker (it edits after), or uncertain
+}
+
+// post posts the card; if a was decided meanwhile, it edits it at once.
+func (n *Notifier) post(ctx context.Context, key string, chatID int64, b core.Binding, a core.Approval, r core.Run) error {
+	card := chat.Card(a, r, Approvers)
+	res, err := n.postOnce(ctx, key, chatID, threadID(b.Thread), CardText(card), Keyboard(card))
+	if err != nil || !res.Posted || a.Status != core.ApprovalPending {
+		return err
+	}
+	now, err := n.cfg.Store.GetApproval(ctx, a.ID)
+	if err != nil || now.Status == core.ApprovalPending {
+		return err
+	}
+	msgID, _ := strconv.Atoi(res.Ref)
+	return n.edit(ctx, chatID, msgID, now, r)
+}
+
+func (n *Notifier) edit(ctx context.Context, chatID int64, msgID int, a core.Approval, r core.Run) error {
+	card := chat.Card(a, r, Approvers)
+	return n.cfg.Client.Edit(ctx, chatID, msgID, CardText(card), Keyboard(card))
+}
+
+// Approvers renders approver ids (Telegram user ids) for a card.
+func Approvers(ids []string) string { return "user " + strings.Join(ids, ", user ") }
+
+// Keyboard is the card's inline keyboard: Approve / Deny while pending,
+// none after. Its callback_data stays within 64 bytes.
+func Keyboard(c chat.ApprovalCard) models.ReplyMarkup {
+	if !c.Pending() {
+		return inlineKeyboard{InlineKeyboard: [][]callbackButton{}}
+	}
+	return inlineKeyboard{InlineKeyboard: [][]callbackButton{{
+		{Text: "✅ Approve", CallbackData: callbackApprove + c.ApprovalID},
+		{Text: "❌ Deny", CallbackData: callbackDeny + c.ApprovalID},
+	}}}
+}
+
+// inlineKeyboard is an inline_keyboard reply_markup of callback buttons.
+// (go-telegram/bot's models.InlineKeyboardButton always sends
+// "copy_text":{"text":""}, which Telegram refuses: BUTTON_COPY_TEXT_INVALID.)
+type inlineKeyboard struct {
+	InlineKeyboard [][]callbackButton `json:"inline_keyboard"`
+}
+
+type callbackButton struct {
+	Text         string `json:"text"`
+	CallbackData string `json:"callback_data"`
+}
+
+// CardText is the card's text, MarkdownV2.
+func CardText(c chat.ApprovalCard) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%s* wants to run `%s`\n", Escape(c.Agent), escapeCode(c.Tool))
+	args := c.Arguments
+	if r := []rune(args); len(r) > 3000 {
+		args = string(r[:3000]) + "…"
+	}
+	fmt.Fprintf(&b, "```json\n%s\n```\n", escapeCode(args))
+	switch c.Status {
+	case "", string(core.ApprovalPending):
+		who := c.Approvers
+		if who == "" {
+			who = "anyone in this chat"
+		}
+		fmt.Fprintf(&b, "Who may decide: %s\nExpires %s", Escape(who), Escape(c.ExpiresAt.UTC().Format("Jan 2 15:04 UTC")))
+	case string(core.ApprovalExpired):
+		b.WriteString("⌛ *Expired*: nobody decided in time")
+	case string(core.ApprovalCancelled):
+		b.WriteString("🚫 *Cancelled*")
+	default:
+		mark := "✅"
+		if c.Status == string(core.ApprovalDenied) {
+			mark = "❌"
+		}
+		fmt.Fprintf(&b, "%s *%s* by %s", mark, Escape(strings.ToUpper(c.Status[:1])+c.Status[1:]), Escape(decider(c.DecidedBy)))
+		if c.Reason != "" {
+			fmt.Fprintf(&b, ": %s", Escape(c.Reason))
+		}
+	}
+	return b.String()
+}
+
+// escapeCode escapes text inside a MarkdownV2 code entity: only ` and \.
+func escapeCode(s string) string {
+	return strings.NewReplacer("\\", "\\\\", "`", "\\`").Replace(s)
+}
+
+func decider(by string) string {
+	if by == "" {
+		return "someone"
+	}
+	if _, err := strconv.ParseInt(by, 10, 64); err == nil {
+		return "user " + by
+	}
+	return by
+}

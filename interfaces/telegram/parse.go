@@ -1,0 +1,180 @@
+package telegram
+
+import (
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf16"
+
+	"github.com/go-telegram/bot/models"
+
+	"github.com/agentgate/agentgate/interfaces/chat"
+)
+
+// Group modes: when the bot answers in a group.
+const (
+	// GroupMentionOrReply: when mentioned (@bot) or replied to. The default.
+	GroupMentionOrReply = "mention_or_reply"
+	// GroupAll: every message (the bot needs privacy mode off to see them).
+	GroupAll = "all"
+)
+
+// Kind is what an update asks of the bot.
+type Kind int
+
+// Kinds of update.
+const (
+	KindIgnored  Kind = iota // nothing for the bot
+	KindMessage              // a message for the agent
+	KindCommand              // a /command
+	KindCallback             // a click on an inline keyboard button
+)
+
+// Request is an update, parsed: what the bot should do with it.
+type Request struct {
+	Kind Kind
+	// Key dedupes the update in the inbox: "upd:{update_id}".
+	Key     string
+	Message *chat.Inbound
+	Command *chat.Command
+	Action  *chat.Action
+	// CallbackID answers the callback query (KindCallback).
+	CallbackID string
+	// Thread is the forum topic of a command, where its answer goes.
+	Thread string
+}
+
+// Parser turns updates into requests; it knows the bot, to tell mentions
+// of it and replies to it.
+type Parser struct {
+	BotID       int64
+	BotUsername string // without the @
+	// GroupMode is GroupMentionOrReply (default) or GroupAll.
+	GroupMode string
+}
+
+// Parse reads one update.
+func (p Parser) Parse(u models.Update) Request {
+	req := Request{Key: "upd:" + strconv.FormatInt(u.ID, 10)}
+	switch {
+	case u.Message != nil:
+		p.message(&req, u.Message)
+	case u.CallbackQuery != nil:
+		p.callback(&req, u.CallbackQuery)
+	}
+	return req
+}
+
+func (p Parser) message(req *Request, m *models.Message) {
+	if m.From == nil || m.Text == "" || m.From.ID == p.BotID {
+		return
+	}
+	private := m.Chat.Type == models.ChatTypePrivate
+	thread := ""
+	if m.IsTopicMessage && m.MessageThreadID != 0 {
+		thread = strconv.Itoa(m.MessageThreadID) // one session per forum topic
+	}
+	channel, user := strconv.FormatInt(m.Chat.ID, 10), strconv.FormatInt(m.From.ID, 10)
+	if name, args, ok := p.command(m); ok {
+		req.Kind = KindCommand
+		req.Command = &chat.Command{Platform: chat.PlatformTelegram, Channel: channel, UserID: user,
+			UserName: m.From.Username, Name: name, Text: args}
+		req.Thread = thread
+		return
+	}
+	text, mentioned := p.stripMention(m)
+	replied := m.ReplyToMessage != nil && m.ReplyToMessage.From != nil && m.ReplyToMessage.From.ID == p.BotID
+	if !private && p.GroupMode != GroupAll && !mentioned && !replied {
+		return
+	}
+	if strings.TrimSpace(text) == "" {
+		return
+	}
+	req.Kind = KindMessage
+	req.Message = &chat.Inbound{
+		Platform: chat.PlatformTelegram, Channel: channel, Thread: thread,
+		MessageID: strconv.Itoa(m.ID), UserID: user, UserName: m.From.Username, Text: strings.TrimSpace(text),
+		Mentioned: mentioned || replied, FromBot: m.From.IsBot, DirectMessage: private,
+		At: time.Unix(int64(m.Date), 0).UTC(),
+	}
+}
+
+// command reads a bot_command at the start of m: "/run@bot daily" is
+// ("run", "daily"). A command addressed to another bot is not one.
+func (p Parser) command(m *models.Message) (name, args string, ok bool) {
+	if len(m.Entities) == 0 || m.Entities[0].Type != models.MessageEntityTypeBotCommand || m.Entities[0].Offset != 0 {
+		return "", "", false
+	}
+	cmd := entityText(m.Text, m.Entities[0])
+	if cmd == "" || !strings.HasPrefix(m.Text, cmd) {
+		return "", "", false
+	}
+	name, at, addressed := strings.Cut(strings.TrimPrefix(cmd, "/"), "@")
+	if addressed && !strings.EqualFold(at, p.BotUsername) {
+		return "", "", false
+	}
+	return strings.ToLower(name), strings.TrimSpace(m.Text[len(cmd):]), name != ""
+}
+
+// stripMention removes the bot's @mentions from m's text and reports
+// whether there was one.
+func (p Parser) stripMention(m *models.Message) (string, bool) {
+	if p.BotUsername == "" {
+		return m.Text, false
+	}
+	units := utf16.Encode([]rune(m.Text))
+	var out []uint16
+	last, found := 0, false
+	for _, e := range m.Entities {
+		if e.Type != models.MessageEntityTypeMention || e.Offset < last || e.Offset+e.Length > len(units) {
+			continue
+		}
+		if !strings.EqualFold(string(utf16.Decode(units[e.Offset:e.Offset+e.Length])), "@"+p.BotUsername) {
+			continue
+		}
+		out = append(out, units[last:e.Offset]...)
+		last, found = e.Offset+e.Length, true
+	}
+	if !found {
+		return m.Text, false
+	}
+	out = append(out, units[last:]...)
+	return strings.Join(strings.Fields(string(utf16.Decode(out))), " "), true
+}
+
+func entityText(text string, e models.MessageEntity) string {
+	units := utf16.Encode([]rune(text))
+	if e.Offset < 0 || e.Offset+e.Length > len(units) {
+		return ""
+	}
+	return string(utf16.Decode(units[e.Offset : e.Offset+e.Length]))
+}
+
+// Callback data of the approval buttons: "a:{approval id}" and
+// "d:{approval id}", well within Telegram's 64 bytes.
+const (
+	callbackApprove = "a:"
+	callbackDeny    = "d:"
+)
+
+func (p Parser) callback(req *Request, q *models.CallbackQuery) {
+	var action string
+	switch {
+	case strings.HasPrefix(q.Data, callbackApprove):
+		action = chat.ActionApprove
+	case strings.HasPrefix(q.Data, callbackDeny):
+		action = chat.ActionDeny
+	default:
+		return
+	}
+	req.Kind, req.CallbackID = KindCallback, q.ID
+	req.Action = &chat.Action{Platform: chat.PlatformTelegram, UserID: strconv.FormatInt(q.From.ID, 10),
+		ActionID: action, ApprovalID: q.Data[2:]}
+	if m := q.Message.Message; m != nil {
+		req.Action.Channel = strconv.FormatInt(m.Chat.ID, 10)
+		req.Action.MessageRef = strconv.Itoa(m.ID)
+		if m.IsTopicMessage {
+			req.Action.Thread = strconv.Itoa(m.MessageThreadID)
+		}
+	}
+}

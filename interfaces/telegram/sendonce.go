@@ -1,0 +1,36 @@
+package telegram
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/go-telegram/bot/models"
+
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
+)
+
+// sender posts messages through the outbox, once (chat.Sender): the intent
+// is recorded before sendMessage and the message id after it.
+type sender struct {
+	outbox core.Outbox
+	client *Client
+	clock  core.Clock
+	log    *slog.Logger
+}
+
+// postOnce posts text (MarkdownV2) unless an earlier attempt under key did
+// or may have; the result's Ref is the message id.
+func (s sender) postOnce(ctx context.Context, key string, chatID int64, thread int, text string, markup models.ReplyMarkup) (chat.Sent, error) {
+	once := chat.Sender{Outbox: s.outbox, Clock: s.clock, Logger: s.log, Platform: chat.PlatformTelegram,
+		MaybePosted: func(err error) bool { return errors.Is(err, ErrMaybePosted) }}
+	return once.PostOnce(ctx, key, func(ctx context.Context) (string, error) {
+		id, err := s.client.Send(ctx, chatID, thread, text, markup)
+		return strconv.Itoa(id), err
+	})
+}
+
+func (s sender) now() time.Time { return s.clock.Now().UTC() }

@@ -1,0 +1,318 @@
+// Package telegramtest is a fake Telegram Bot API server for tests: it
+// serves /bot<token>/<method> for the methods agentgate calls, in the Bot
+// API's wire format (multipart, form or JSON parameters; {"ok":…} answers),
+// records what was sent and edited, serves getUpdates with offsets, and can
+// answer 429 with retry_after.
+package telegramtest
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Message is a message the bot sent, as last edited.
+type Message struct {
+	ChatID      int64
+	ThreadID    int
+	ID          int
+	Text        string
+	ParseMode   string
+	ReplyMarkup string // JSON, as sent
+	Edits       int
+}
+
+// Server is the fake Bot API.
+type Server struct {
+	*httptest.Server
+	Token string
+	// BotID and BotUsername are what getMe answers.
+	BotID       int64
+	BotUsername string
+
+	mu       sync.Mutex
+	nextID   int
+	messages []*Message
+	answers  map[string]string // callback query id → text
+	commands string            // JSON of the last setMyCommands
+	updates  []json.RawMessage // pending, with their ids
+	ids      []int64
+	offsets  []int64 // offsets getUpdates was called with
+	fail     map[string]int
+	changed  chan struct{}
+}
+
+// New starts a fake Bot API for token.
+func New(token string) *Server {
+	s := &Server{Token: token, BotID: 7000000001, BotUsername: "agentgate_bot", answers: map[string]string{},
+		fail: map[string]int{}, changed: make(chan struct{}), nextID: 100}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// Changed returns a channel closed at the next change (a message sent or
+// edited, a callback answered, an update taken).
+func (s *Server) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+func (s *Server) notify() { close(s.changed); s.changed = make(chan struct{}) }
+
+// Messages returns copies of the messages sent so far.
+func (s *Server) Messages() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Message, len(s.messages))
+	for i, m := range s.messages {
+		out[i] = *m
+	}
+	return out
+}
+
+// Answer returns the text a callback query was answered with.
+func (s *Server) Answer(id string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.answers[id]
+	return a, ok
+}
+
+// Commands returns the JSON of the last setMyCommands' commands.
+func (s *Server) Commands() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.commands
+}
+
+// Offsets returns the offsets getUpdates was called with.
+func (s *Server) Offsets() []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int64(nil), s.offsets...)
+}
+
+// Push queues an update (JSON with its update_id) for getUpdates.
+func (s *Server) Push(update string) {
+	var u struct {
+		ID int64 `json:"update_id"`
+	}
+	if err := json.Unmarshal([]byte(update), &u); err != nil {
+		panic("telegramtest: update without update_id: " + err.Error())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.updates = append(s.updates, json.RawMessage(update))
+	s.ids = append(s.ids, u.ID)
+	s.notify()
+}
+
+// Fail429 makes the next n calls of method answer 429 with retry_after.
+func (s *Server) Fail429(method string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail[method] = n
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	prefix := "/bot" + s.Token + "/"
+	if !strings.HasPrefix(r.URL.Path, prefix) {
+		reply(w, http.StatusUnauthorized, nil, "Unauthorized")
+		return
+	}
+	method := strings.TrimPrefix(r.URL.Path, prefix)
+	p := params(r)
+	s.mu.Lock()
+	if s.fail[method] > 0 {
+		s.fail[method]--
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(`{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 1","parameters":{"retry_after":1}}`))
+		return
+	}
+	s.mu.Unlock()
+	switch method {
+	case "getMe":
+		reply(w, 200, map[string]any{"id": s.BotID, "is_bot": true, "first_name": "agentgate", "username": s.BotUsername}, "")
+	case "sendMessage":
+		s.send(w, p)
+	case "editMessageText":
+		s.edit(w, p)
+	case "answerCallbackQuery":
+		s.mu.Lock()
+		s.answers[p["callback_query_id"]] = p["text"]
+		s.notify()
+		s.mu.Unlock()
+		reply(w, 200, true, "")
+	case "setMyCommands":
+		s.mu.Lock()
+		s.commands = p["commands"]
+		s.mu.Unlock()
+		reply(w, 200, true, "")
+	case "getUpdates":
+		s.getUpdates(w, r, p)
+	default:
+		reply(w, http.StatusNotFound, nil, "Not Found: method not found")
+	}
+}
+
+// badMarkdownV2 is Telegram's refusal of MarkdownV2 text with a reserved
+// character left unescaped outside code (the usual mistake), or "".
+func badMarkdownV2(text string) string {
+	code := false
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; {
+		case c == '\\':
+			i++ // escapes the next character
+		case c == '`':
+			code = !code
+		case !code && strings.IndexByte(".!-+=#{}", c) >= 0:
+			return "Bad Request: can't parse entities: Character '" + string(c) + "' is reserved and must be escaped with the preceding '\\'"
+		}
+	}
+	return ""
+}
+
+func badText(p map[string]string) string {
+	if p["parse_mode"] != "MarkdownV2" {
+		return ""
+	}
+	return badMarkdownV2(p["text"])
+}
+
+// badMarkup is Telegram's refusal of a reply_markup it cannot take, or "".
+func badMarkup(markup string) string {
+	if strings.Contains(strings.ReplaceAll(markup, " ", ""), `"copy_text":{"text":""}`) {
+		return "Bad Request: BUTTON_COPY_TEXT_INVALID"
+	}
+	return ""
+}
+
+func (s *Server) send(w http.ResponseWriter, p map[string]string) {
+	if bad := badMarkup(p["reply_markup"]) + badText(p); bad != "" {
+		reply(w, http.StatusBadRequest, nil, bad)
+		return
+	}
+	chat, err := strconv.ParseInt(p["chat_id"], 10, 64)
+	if err != nil || p["text"] == "" {
+		reply(w, http.StatusBadRequest, nil, "Bad Request: chat_id and text are required")
+		return
+	}
+	if n := len([]rune(p["text"])); n > 2*4096 { // escapes do not count; a loose check
+		reply(w, http.StatusBadRequest, nil, "Bad Request: message is too long")
+		return
+	}
+	thread, _ := strconv.Atoi(p["message_thread_id"])
+	s.mu.Lock()
+	s.nextID++
+	m := &Message{ChatID: chat, ThreadID: thread, ID: s.nextID, Text: p["text"], ParseMode: p["parse_mode"], ReplyMarkup: p["reply_markup"]}
+	s.messages = append(s.messages, m)
+	s.notify()
+	s.mu.Unlock()
+	reply(w, 200, map[string]any{"message_id": m.ID, "date": time.Now().Unix(), "text": m.Text,
+		"chat": map[string]any{"id": chat, "type": chatType(chat)}}, "")
+}
+
+func (s *Server) edit(w http.ResponseWriter, p map[string]string) {
+	if bad := badMarkup(p["reply_markup"]) + badText(p); bad != "" {
+		reply(w, http.StatusBadRequest, nil, bad)
+		return
+	}
+	chat, _ := strconv.ParseInt(p["chat_id"], 10, 64)
+	id, _ := strconv.Atoi(p["message_id"])
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.messages {
+		if m.ChatID == chat && m.ID == id {
+			if m.Text == p["text"] && m.ReplyMarkup == p["reply_markup"] {
+				reply(w, http.StatusBadRequest, nil, "Bad Request: message is not modified")
+				return
+			}
+			m.Text, m.ReplyMarkup, m.Edits = p["text"], p["reply_markup"], m.Edits+1
+			s.notify()
+			reply(w, 200, map[string]any{"message_id": id, "date": time.Now().Unix(), "text": m.Text,
+				"chat": map[string]any{"id": chat, "type": chatType(chat)}}, "")
+			return
+		}
+	}
+	reply(w, http.StatusBadRequest, nil, "Bad Request: message to edit not found")
+}
+
+func (s *Server) getUpdates(w http.ResponseWriter, r *http.Request, p map[string]string) {
+	offset, _ := strconv.ParseInt(p["offset"], 10, 64)
+	timeout, _ := strconv.Atoi(p["timeout"])
+	deadline := time.After(time.Duration(timeout) * time.Second)
+	for {
+		s.mu.Lock()
+		s.offsets = append(s.offsets, offset)
+		// Confirm the updates below offset: they are gone for good.
+		for len(s.ids) > 0 && offset > 0 && s.ids[0] < offset {
+			s.ids, s.updates = s.ids[1:], s.updates[1:]
+		}
+		if len(s.updates) > 0 {
+			out := append([]json.RawMessage(nil), s.updates...)
+			s.notify()
+			s.mu.Unlock()
+			reply(w, 200, out, "")
+			return
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline:
+			reply(w, 200, []any{}, "")
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// params reads a Bot API call's parameters, sent as multipart (as
+// go-telegram/bot does), a form, a query string or JSON; JSON values that
+// are not strings are kept as their JSON text.
+func params(r *http.Request) map[string]string {
+	out := map[string]string{}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		var m map[string]json.RawMessage
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		for k, v := range m {
+			var s string
+			if json.Unmarshal(v, &s) == nil {
+				out[k] = s
+			} else {
+				out[k] = string(v)
+			}
+		}
+		return out
+	}
+	_ = r.ParseMultipartForm(1 << 20)
+	for k, v := range r.Form {
+		out[k] = v[0]
+	}
+	return out
+}
+
+func reply(w http.ResponseWriter, code int, result any, desc string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	if code != 200 {
+		_ = json.NewEncoder(w).Encode(map[string]any{"ok": false, "error_code": code, "description": desc})
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": result})
+}
+
+func chatType(id int64) string {
+	if id < 0 {
+		return "supergroup"
+	}
+	return "private"
+}
