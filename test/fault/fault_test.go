@@ -144,7 +144,6 @@ func redisLosesData(t *testing.T, name string, lose func(*cluster, *redis.Client
 	c.tools.configure(func(string) time.Duration { return 500 * time.Millisecond }, nil)
 	c.autoApprove(nil, nil)
 	rdb := c.redis.client()
-	l.submitAll(t, "redis", 40, a, b)
 	// A routine's result waits in Redis for its next delivery attempt: it is
 	// not a run, so the janitor cannot rebuild it; PostgreSQL keeps it until
 	// it was handled.
@@ -157,6 +156,7 @@ func redisLosesData(t *testing.T, name string, lose func(*cluster, *redis.Client
 		all, _ := c.hook.seen()
 		return len(all) > 0, fmt.Sprintf("webhook requests %v", all)
 	})
+	l.submitAll(t, "redis", 40, a, b)
 
 	var depth int64
 	eventually(t, settleTimeout, "tool calls in flight and jobs waiting in Redis", func() (bool, string) {
