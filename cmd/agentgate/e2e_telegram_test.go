@@ -150,8 +150,24 @@ func TestTelegramEndToEnd(t *testing.T) {
 		a, ok := fake.Answer("q-bob")
 		return ok && strings.Contains(a, "may not decide"), a
 	})
+	cards := 0
+	for _, m := range fake.Messages() {
+		if strings.Contains(m.ReplyMarkup, "callback_data") {
+			cards++
+		}
+	}
+	if cards != 1 {
+		t.Fatalf("%d approval cards for one update delivered twice, want 1: %s", cards, tgMessages(fake))
+	}
+	if ap, _ := fake.Answer("q-bob"); len(tool.Requests()) != 0 {
+		t.Fatalf("tool called after a refused click (%q)", ap)
+	}
+
+	// The gateway dies between the keyboard and the click; after the restart
 	// Ana approves: the card is edited to the outcome, the tool runs once,
 	// the answer is posted.
+	g.kill()
+	g.start()
 	g.telegramPost(tgSecret, tgClick(900003, "q-ana", tgAna, card, approve))
 	eventually(t, "the card edited and the answer", func() (bool, string) {
 		ms := fake.Messages()
