@@ -251,13 +251,15 @@ func newRunIn(r core.Routine, input, userID string, b core.Binding, now time.Tim
 // names who asked ("" = the routine). The run starts at once (after any
 // earlier run of the routine that is still active).
 func (s *Scheduler) Trigger(ctx context.Context, id, extra, userID string) (core.Run, error) {
-	return s.TriggerIn(ctx, id, extra, userID, core.Binding{})
+	return s.TriggerIn(ctx, id, extra, userID, core.Binding{}, "")
 }
 
 // TriggerIn is Trigger asked from a chat conversation b (a slash command):
 // the run's result is posted there (as well as to the routine's deliver_to,
-// when that is another place), and its approvals are asked there.
-func (s *Scheduler) TriggerIn(ctx context.Context, id, extra, userID string, b core.Binding) (core.Run, error) {
+// when that is another place), and its approvals are asked there. dedupeKey,
+// when set, names the command in b.Platform's inbox: a command delivered
+// again fires nothing more and returns the run the first delivery started.
+func (s *Scheduler) TriggerIn(ctx context.Context, id, extra, userID string, b core.Binding, dedupeKey string) (core.Run, error) {
 	r, err := s.cfg.Store.GetRoutine(ctx, id)
 	if err != nil {
 		return core.Run{}, err
@@ -267,8 +269,17 @@ func (s *Scheduler) TriggerIn(ctx context.Context, id, extra, userID string, b c
 		input += "\n\n" + extra
 	}
 	now := s.cfg.Clock.Now().UTC()
+	nr := newRunIn(r, input, userID, b, now)
+	if dedupeKey != "" {
+		nr.Platform, nr.DedupeKey = b.Platform, dedupeKey
+	}
 	runs, err := s.cfg.Store.FireRoutine(ctx, core.RoutineFire{RoutineID: id, Manual: true, At: now,
-		Runs: []core.FireRun{{Kind: core.FireManual, Run: newRunIn(r, input, userID, b, now)}}})
+		Runs: []core.FireRun{{Kind: core.FireManual, Run: nr}}})
+	var dup *core.DuplicateError
+	if errors.As(err, &dup) {
+		s.log.Info("routine trigger delivered again; not fired twice", "routine", id, "run", dup.RunID, "key", dedupeKey)
+		return s.cfg.Runs.GetRun(ctx, dup.RunID)
+	}
 	if err != nil {
 		return core.Run{}, fmt.Errorf("trigger routine %s: %w", id, err)
 	}

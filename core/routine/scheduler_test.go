@@ -598,7 +598,7 @@ func TestResultDeliveredWhereAsked(t *testing.T) {
 	d.DeliverTo = "slack:C0DIGEST"
 	e.sync(d)
 	asked := core.Binding{Platform: "slack", Workspace: "T1", Channel: "C0ASKED"}
-	run, err := e.s.TriggerIn(t.Context(), "r", "only prod", "U1", asked)
+	run, err := e.s.TriggerIn(t.Context(), "r", "only prod", "U1", asked, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -620,6 +620,25 @@ func TestResultDeliveredWhereAsked(t *testing.T) {
 	}
 	if r, _ := e.db.GetRun(t.Context(), run.ID); !strings.HasSuffix(r.Input, "only prod") {
 		t.Errorf("run input = %q, want the extra input appended", r.Input)
+	}
+}
+
+// A slash command delivered twice (Socket Mode redelivers what it saw no
+// acknowledgement for) starts one run; the second answers with the first.
+func TestTriggerInDedupes(t *testing.T) {
+	e := newEnv(t, utc("2026-01-09 10:30:00"))
+	e.sync(def("r", "@hourly"))
+	b := core.Binding{Platform: "slack", Channel: "C0ASKED"}
+	first, err := e.s.TriggerIn(t.Context(), "r", "", "U1", b, "run:command:1337.42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.s.TriggerIn(t.Context(), "r", "", "U1", b, "run:command:1337.42")
+	if err != nil || again.ID != first.ID {
+		t.Fatalf("second delivery = %s, %v; want the first run %s", again.ID, err, first.ID)
+	}
+	if h := e.history("r"); len(h) != 1 {
+		t.Errorf("history = %+v, want one fire", h)
 	}
 }
 

@@ -35,5 +35,5 @@ type ApprovalLister interface {
 // RoutineRunner lists and triggers routines; *routine.Scheduler is one.
 type RoutineRunner interface {
 	List(ctx context.Context, o core.ListOptions) (core.Page[core.Routine], error)
-	TriggerIn(ctx context.Context, id, extra, userID string, b core.Binding) (core.Run, error)
+	TriggerIn(ctx context.Context, id, extra, userID string, b core.Binding, dedupeKey string) (core.Run, error)
 }

@@ -122,7 +122,7 @@ func (h *Handler) runRoutine(ctx context.Context, i *discordgo.Interaction, id, 
 	if rr == nil {
 		return "Routines are not available on this gateway.", nil
 	}
-	run, err := rr.TriggerIn(ctx, id, extra, user, core.Binding{Platform: chat.PlatformDiscord, Workspace: i.GuildID, Channel: i.ChannelID})
+	run, err := rr.TriggerIn(ctx, id, extra, user, core.Binding{Platform: chat.PlatformDiscord, Workspace: i.GuildID, Channel: i.ChannelID}, "run:interaction:"+i.ID)
 	if errors.Is(err, core.ErrNotFound) {
 		return fmt.Sprintf("There is no routine `%s`. `/agentgate routines` lists them.", escape(id)), nil
 	}

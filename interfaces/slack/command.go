@@ -41,7 +41,7 @@ func (h *Handler) command(ctx context.Context, req Request) (any, error) {
 	case "routines":
 		return h.listRoutines(ctx, name)
 	case "run":
-		return h.runRoutine(ctx, cmd, name, rest)
+		return h.runRoutine(ctx, cmd, name, rest, req.DedupeKey)
 	case "approvals":
 		return h.myApprovals(ctx, cmd)
 	}
@@ -87,7 +87,8 @@ func (h *Handler) listRoutines(ctx context.Context, name string) (any, error) {
 	return ephemeral("%s", b.String()), nil
 }
 
-func (h *Handler) runRoutine(ctx context.Context, cmd *chat.Command, name, rest string) (any, error) {
+// key names the command: Slack delivering it again fires nothing more.
+func (h *Handler) runRoutine(ctx context.Context, cmd *chat.Command, name, rest, key string) (any, error) {
 	rr := h.cfg.Interact.Routines
 	if rr == nil {
 		return ephemeral("Routines are not available on this gateway."), nil
@@ -98,7 +99,7 @@ func (h *Handler) runRoutine(ctx context.Context, cmd *chat.Command, name, rest 
 	}
 	run, err := rr.TriggerIn(ctx, id, extra, cmd.UserID, core.Binding{
 		Platform: chat.PlatformSlack, Workspace: cmd.Workspace, Channel: cmd.Channel,
-	})
+	}, "run:"+key)
 	if errors.Is(err, core.ErrNotFound) {
 		return ephemeral("There is no routine `%s`. `/%s routines` lists them.", escapeMrkdwn(id), name), nil
 	}

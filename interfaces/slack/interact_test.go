@@ -353,7 +353,7 @@ func (f *fakeRoutines) List(context.Context, core.ListOptions) (core.Page[core.R
 	}}, nil
 }
 
-func (f *fakeRoutines) TriggerIn(_ context.Context, id, extra, user string, b core.Binding) (core.Run, error) {
+func (f *fakeRoutines) TriggerIn(_ context.Context, id, extra, user string, b core.Binding, _ string) (core.Run, error) {
 	if id != "daily-digest" {
 		return core.Run{}, fmt.Errorf("routine %s: %w", id, core.ErrNotFound)
 	}

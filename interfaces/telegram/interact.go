@@ -90,7 +90,7 @@ func (h *Handler) command(ctx context.Context, key string, req Request) error {
 	case "routines":
 		text, err = h.listRoutines(ctx)
 	case "run":
-		text, err = h.runRoutine(ctx, cmd, req.Thread)
+		text, err = h.runRoutine(ctx, cmd, req.Thread, key)
 	case "approvals":
 		text, err = h.pendingApprovals(ctx, cmd.UserID)
 	case "new":
@@ -124,7 +124,8 @@ func (h *Handler) listRoutines(ctx context.Context) (string, error) {
 	return b.String(), nil
 }
 
-func (h *Handler) runRoutine(ctx context.Context, cmd *chat.Command, thread string) (string, error) {
+// key names the update: a redelivery fires nothing more.
+func (h *Handler) runRoutine(ctx context.Context, cmd *chat.Command, thread, key string) (string, error) {
 	if h.cfg.Routines == nil {
 		return "Routines are not available on this gateway.", nil
 	}
@@ -133,7 +134,7 @@ func (h *Handler) runRoutine(ctx context.Context, cmd *chat.Command, thread stri
 		return "Which routine? /run <routine> [extra input]; /routines lists them.", nil
 	}
 	run, err := h.cfg.Routines.TriggerIn(ctx, id, strings.TrimSpace(extra), cmd.UserID,
-		core.Binding{Platform: chat.PlatformTelegram, Channel: cmd.Channel, Thread: thread})
+		core.Binding{Platform: chat.PlatformTelegram, Channel: cmd.Channel, Thread: thread}, "run:"+key)
 	var inputErr *core.InputError
 	switch {
 	case errors.Is(err, core.ErrNotFound):

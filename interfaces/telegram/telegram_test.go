@@ -50,7 +50,7 @@ func (f *fakeRoutines) List(context.Context, core.ListOptions) (core.Page[core.R
 	return core.Page[core.Routine]{Items: []core.Routine{{ID: "daily-report", AgentID: "ops", Schedule: "0 9 * * *", Enabled: true}}}, nil
 }
 
-func (f *fakeRoutines) TriggerIn(_ context.Context, id, extra, user string, b core.Binding) (core.Run, error) {
+func (f *fakeRoutines) TriggerIn(_ context.Context, id, extra, user string, b core.Binding, _ string) (core.Run, error) {
 	if id != "daily-report" {
 		return core.Run{}, core.ErrNotFound
 	}

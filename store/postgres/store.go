@@ -329,11 +329,6 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 	}
 	var out core.Run
 	err = db.tx(ctx, func(tx *txn) error {
-		if nr.DedupeKey != "" {
-			if err := markInboxTx(ctx, tx, nr.Platform, nr.DedupeKey, nr.Run.ID, nr.Run.CreatedAt); err != nil {
-				return err
-			}
-		}
 		run, err := createRunTx(ctx, tx, nr)
 		if err != nil {
 			return err
@@ -348,12 +343,18 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 }
 
 // createRunTx inserts a checked NewRun (see core.NewRun.Normalize) inside tx: the
+// inbox entry of nr.DedupeKey (a *core.DuplicateError when it is taken), the
 // session if new (else it locks and touches it), the run and its first
 // events. The caller enqueues the run's job (core.RunJobFor) in tx, after
 // all its runs, so that the job keys of one transaction are locked in one
 // order (see enqueueTx).
 func createRunTx(ctx context.Context, tx *txn, nr core.NewRun) (core.Run, error) {
 	r, s := nr.Run, nr.Session
+	if nr.DedupeKey != "" {
+		if err := markInboxTx(ctx, tx, nr.Platform, nr.DedupeKey, r.ID, r.CreatedAt); err != nil {
+			return core.Run{}, err
+		}
+	}
 	// Insert the session, or lock the existing one and touch it.
 	var agent string
 	if err := tx.QueryRow(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)

@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Harness) {
 		{"FireConcurrent", testFireConcurrent},
 		{"FireSkipRecordsMissed", testFireSkipRecordsMissed},
 		{"FireManual", testFireManual},
+		{"FireManualDedupe", testFireManualDedupe},
 		{"SetEnabled", testSetEnabled},
 		{"SettleFailureBudget", testSettleFailureBudget},
 		{"SettleDisabledRoutine", testSettleDisabledRoutine},
@@ -499,6 +500,36 @@ func testFireManual(t *testing.T, h Harness) {
 		Runs: []core.FireRun{{Kind: core.FireManual, Run: newRun("nope", t0)}}})
 	if !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("manual fire of an unknown routine: %v, want ErrNotFound", err)
+	}
+}
+
+// A command asking for a manual fire, delivered twice (a chat platform's
+// redelivery), fires once: the second fire creates nothing and names the
+// first run.
+func testFireManualDedupe(t *testing.T, h Harness) {
+	ctx := t.Context()
+	syncDefs(t, h, t0, def("r", false, at(time.Hour)))
+	ask := func() (core.Run, error) {
+		nr := newRun("r", at(time.Minute))
+		nr.Platform, nr.DedupeKey = "slack", "run:command:1337.42"
+		runs, err := h.Routines.FireRoutine(ctx, core.RoutineFire{RoutineID: "r", Manual: true, At: at(time.Minute),
+			Runs: []core.FireRun{{Kind: core.FireManual, Run: nr}}})
+		if err != nil {
+			return core.Run{}, err
+		}
+		return runs[0], nil
+	}
+	first, err := ask()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ask()
+	var dup *core.DuplicateError
+	if !errors.As(err, &dup) || dup.RunID != first.ID {
+		t.Fatalf("second delivery: %v, want a DuplicateError naming run %s", err, first.ID)
+	}
+	if hist := history(t, h, "r"); len(hist) != 1 {
+		t.Errorf("history after a command delivered twice = %+v, want one fire", hist)
 	}
 }
 

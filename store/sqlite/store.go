@@ -302,11 +302,6 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 	}
 	var out core.Run
 	err = db.tx(ctx, func(tx *sql.Tx) error {
-		if nr.DedupeKey != "" {
-			if err := markInboxTx(ctx, tx, nr.Platform, nr.DedupeKey, nr.Run.ID, nr.Run.CreatedAt); err != nil {
-				return err
-			}
-		}
 		out, err = db.createRunTx(ctx, tx, nr)
 		return err
 	})
@@ -318,10 +313,16 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 }
 
 // createRunTx inserts a checked NewRun (see core.NewRun.Normalize) inside tx: the
+// inbox entry of nr.DedupeKey (a *core.DuplicateError when it is taken), the
 // session if new, the run, its first events and its JobRun job. The caller
 // must call db.wake() after the commit.
 func (db *DB) createRunTx(ctx context.Context, tx *sql.Tx, nr core.NewRun) (core.Run, error) {
 	r, s := nr.Run, nr.Session
+	if nr.DedupeKey != "" {
+		if err := markInboxTx(ctx, tx, nr.Platform, nr.DedupeKey, r.ID, r.CreatedAt); err != nil {
+			return core.Run{}, err
+		}
+	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO sessions(`+sessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(id) DO NOTHING`, s.ID, s.AgentID, s.UserID, s.Binding.Platform, s.Binding.Workspace,
 		s.Binding.Channel, s.Binding.Thread, s.Title, s.CreatedAt.UnixNano(), s.UpdatedAt.UnixNano()); err != nil {
