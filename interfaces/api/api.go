@@ -418,6 +418,18 @@ func (s *server) streamFrom(w http.ResponseWriter, r *http.Request, id string, a
 			return
 		}
 		if settled(run.Status) && run.LastSeq <= after {
+			// Text streamed before this stream caught up still goes out
+			// (a fast run can settle before the stream first looks).
+			for pending := true; pending; {
+				select {
+				case u := <-updates:
+					if u.Delta != "" {
+						writeSSE(w, "delta", "", map[string]string{"text": u.Delta})
+					}
+				default:
+					pending = false
+				}
+			}
 			if v, err := s.view(ctx, run); err == nil {
 				writeSSE(w, "run", "", v)
 			}
