@@ -400,7 +400,11 @@ func (e *Engine) handle(ctx context.Context, job Job) {
 		e.log.Error("fail job", "job", job.ID, "err", ferr)
 		return
 	}
-	e.log.Warn("run step failed", "run", runID, "attempt", job.Attempt, "dead", dead, "err", err)
+	if runID != "" {
+		e.log.Warn("run step failed", "run", runID, "attempt", job.Attempt, "dead", dead, "err", err)
+	} else {
+		e.log.Warn("job failed", "kind", job.Kind, "job", job.ID, "attempt", job.Attempt, "dead", dead, "err", err)
+	}
 	if dead && runID != "" {
 		msg := fmt.Sprintf("gave up after %d attempts: %v", job.Attempt, err)
 		e.finish(ctx, runID, "", RunFailed, "", msg, Usage{})
