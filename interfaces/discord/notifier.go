@@ -48,34 +48,17 @@ func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
 	return &Notifier{cfg: cfg, sender: sender{outbox: cfg.Store, client: cfg.Client, clock: cfg.Clock, log: cfg.Logger}}, nil
 }
 
-// RenderApproval implements chat.ApprovalRenderer.
+// RenderApproval implements chat.ApprovalRenderer (see chat.CardFlow).
 func (n *Notifier) RenderApproval(ctx context.Context, b core.Binding, a core.Approval, r core.Run) error {
-	key := "discord:approval:" + a.ID
-	state, id, err := n.outbox.SendRef(ctx, key)
-	switch {
-	case errors.Is(err, core.ErrNotFound) || err == nil && state == core.SendFailed:
-		res, err := n.postOnce(ctx, key, b.Channel, ApprovalMessage(chat.Card(a, r, Approvers)))
-		if err != nil || !res.Posted || a.Status != core.ApprovalPending {
-			return err
-		}
-		// Decided while the card was being posted: show the outcome now.
-		now, err := n.cfg.Store.GetApproval(ctx, a.ID)
-		if err != nil || now.Status == core.ApprovalPending {
-			return err
-		}
-		return n.cfg.Client.Edit(ctx, b.Channel, res.Ref, ApprovalMessage(chat.Card(now, r, Approvers)))
-	case err != nil:
-		return err
-	case state == core.SendSent:
-		if a.Status == core.ApprovalPending {
-			return nil // the card is up
-		}
-		return n.cfg.Client.Edit(ctx, b.Channel, id, ApprovalMessage(chat.Card(a, r, Approvers)))
-	case state == core.SendSending && a.Status == core.ApprovalPending:
-		n.log.Warn("discord approval card outcome unknown after an earlier attempt; not posting it again", "approval", a.ID, "channel", b.Channel)
-		return n.outbox.SetSendState(ctx, key, core.SendUncertain, "", n.now())
+	flow := chat.CardFlow{Outbox: n.outbox, Approvals: n.cfg.Store, Clock: n.cfg.Clock, Logger: n.log,
+		Post: func(ctx context.Context, key string, a core.Approval) (chat.Sent, error) {
+			return n.postOnce(ctx, key, b.Channel, ApprovalMessage(chat.Card(a, r, Approvers)))
+		},
+		Edit: func(ctx context.Context, id string, a core.Approval) error {
+			return n.cfg.Client.Edit(ctx, b.Channel, id, ApprovalMessage(chat.Card(a, r, Approvers)))
+		},
 	}
-	return nil // being posted by another worker (which edits it after), or uncertain
+	return flow.Render(ctx, "discord:approval:"+a.ID, a)
 }
 
 // DeliverResult implements routine.ChatDeliverer: text (Markdown) is posted

@@ -56,53 +56,20 @@ func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
 
 func cardKey(approvalID string) string { return "slack:approval:" + approvalID }
 
-// RenderApproval implements chat.ApprovalRenderer.
+// RenderApproval implements chat.ApprovalRenderer (see chat.CardFlow).
 func (c *Notifier) RenderApproval(ctx context.Context, b core.Binding, a core.Approval, r core.Run) error {
-	key := cardKey(a.ID)
-	state, ts, err := c.outbox.SendRef(ctx, key)
-	switch {
-	case errors.Is(err, core.ErrNotFound) || err == nil && state == core.SendFailed:
-		return c.post(ctx, key, b, a, r)
-	case err != nil:
-		return err
-	case state == core.SendSent:
-		if a.Status == core.ApprovalPending {
-			return nil // the card is up
-		}
-		return c.edit(ctx, b.Channel, ts, a, r)
-	case state == core.SendSending && a.Status == core.ApprovalPending:
-		// A retry of the post that crashed or lost Slack's answer: better no
-		// card (the approval can still be decided elsewhere) than two.
-		c.log.Warn("slack approval card outcome unknown after an earlier attempt; not posting it again", "approval", a.ID, "channel", b.Channel)
-		return c.outbox.SetSendState(ctx, key, core.SendUncertain, "", c.now())
-	case state == core.SendSending:
-		// Another worker is posting the card right now; it looks at the
-		// approval again once posted and edits the card to this outcome.
-		return nil
+	flow := chat.CardFlow{Outbox: c.outbox, Approvals: c.cfg.Store, Clock: c.clock, Logger: c.log,
+		Post: func(ctx context.Context, key string, a core.Approval) (chat.Sent, error) {
+			card := c.card(a, r)
+			res, err := c.postOnce(ctx, key, b.Channel, b.Thread, ApprovalText(card), ApprovalBlocks(card, c.cfg.Location))
+			return chat.Sent{Posted: res.Posted, State: res.State, Ref: res.TS}, err
+		},
+		Edit: func(ctx context.Context, ts string, a core.Approval) error {
+			card := c.card(a, r)
+			return c.client.Update(ctx, b.Channel, ts, ApprovalText(card), ApprovalBlocks(card, c.cfg.Location))
+		},
 	}
-	c.log.Warn("slack approval card state unknown; not edited", "approval", a.ID, "status", a.Status, "state", state)
-	return nil
-}
-
-// post posts the card as a is now; if a was decided meanwhile (a decision
-// whose edit found the card still being posted), it edits it at once.
-func (c *Notifier) post(ctx context.Context, key string, b core.Binding, a core.Approval, r core.Run) error {
-	card := c.card(a, r)
-	res, err := c.postOnce(ctx, key, b.Channel, b.Thread, ApprovalText(card), ApprovalBlocks(card, c.cfg.Location))
-	if err != nil || !res.Posted || a.Status != core.ApprovalPending {
-		return err
-	}
-	now, err := c.cfg.Store.GetApproval(ctx, a.ID)
-	if err != nil || now.Status == core.ApprovalPending {
-		return err
-	}
-	return c.edit(ctx, b.Channel, res.TS, now, r)
-}
-
-// edit replaces the card at ts by a's current state.
-func (c *Notifier) edit(ctx context.Context, channel, ts string, a core.Approval, r core.Run) error {
-	card := c.card(a, r)
-	return c.client.Update(ctx, channel, ts, ApprovalText(card), ApprovalBlocks(card, c.cfg.Location))
+	return flow.Render(ctx, cardKey(a.ID), a)
 }
 
 func (c *Notifier) card(a core.Approval, r core.Run) chat.ApprovalCard {

@@ -133,47 +133,25 @@ func (n *Notifier) DeliverResult(ctx context.Context, b core.Binding, key, text 
 
 func cardKey(approvalID string) string { return "telegram:approval:" + approvalID }
 
-// RenderApproval implements chat.ApprovalRenderer: a pending approval gets
-// a card with Approve / Deny buttons, posted once; a decided one has its
-// card edited to the outcome, without buttons.
+// RenderApproval implements chat.ApprovalRenderer (see chat.CardFlow): a
+// pending approval gets a card with Approve / Deny buttons, posted once; a
+// decided one has its card edited to the outcome, without buttons.
 func (n *Notifier) RenderApproval(ctx context.Context, b core.Binding, a core.Approval, r core.Run) error {
 	chatID, err := ChatID(b.Channel)
 	if err != nil {
 		return core.Permanent(err)
 	}
-	key := cardKey(a.ID)
-	state, ref, err := n.outbox.SendRef(ctx, key)
-	switch {
-	case errors.Is(err, core.ErrNotFound) || err == nil && state == core.SendFailed:
-		return n.post(ctx, key, chatID, b, a, r)
-	case err != nil:
-		return err
-	case state == core.SendSent:
-		if a.Status == core.ApprovalPending {
-			return nil
-		}
-		msgID, _ := strconv.Atoi(ref)
-		return n.edit(ctx, chatID, msgID, a, r)
-	case state == core.SendSending && a.Status == core.ApprovalPending:
-		n.log.Warn("telegram approval card outcome unknown after an earlier attempt; not posting it again", "approval", a.ID)
-		return n.outbox.SetSendState(ctx, key, core.SendUncertain, "", n.now())
+	flow := chat.CardFlow{Outbox: n.outbox, Approvals: n.cfg.Store, Clock: n.cfg.Clock, Logger: n.log,
+		Post: func(ctx context.Context, key string, a core.Approval) (chat.Sent, error) {
+			card := chat.Card(a, r, Approvers)
+			return n.postOnce(ctx, key, chatID, threadID(b.Thread), CardText(card), Keyboard(card))
+		},
+		Edit: func(ctx context.Context, ref string, a core.Approval) error {
+			msgID, _ := strconv.Atoi(ref)
+			return n.edit(ctx, chatID, msgID, a, r)
+		},
 	}
-	return nil // being posted by another worker (it edits after), or uncertain
-}
-
-// post posts the card; if a was decided meanwhile, it edits it at once.
-func (n *Notifier) post(ctx context.Context, key string, chatID int64, b core.Binding, a core.Approval, r core.Run) error {
-	card := chat.Card(a, r, Approvers)
-	res, err := n.postOnce(ctx, key, chatID, threadID(b.Thread), CardText(card), Keyboard(card))
-	if err != nil || !res.Posted || a.Status != core.ApprovalPending {
-		return err
-	}
-	now, err := n.cfg.Store.GetApproval(ctx, a.ID)
-	if err != nil || now.Status == core.ApprovalPending {
-		return err
-	}
-	msgID, _ := strconv.Atoi(res.Ref)
-	return n.edit(ctx, chatID, msgID, now, r)
+	return flow.Render(ctx, cardKey(a.ID), a)
 }
 
 func (n *Notifier) edit(ctx context.Context, chatID int64, msgID int, a core.Approval, r core.Run) error {
