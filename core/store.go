@@ -180,12 +180,17 @@ type Finish struct {
 type Decision struct {
 	Status ApprovalStatus // approved, denied, expired or cancelled
 	By     string
+	// ByName is how the decider is shown (DecidedByName).
+	ByName string
 	Via    string // slack|discord|telegram|api|mcp|cli|console|timer
 	Reason string
 	// ArgsSHA256, when set, must equal the approval's hash (the decision is
 	// bound to the arguments that were shown), else ErrArgsMismatch.
 	ArgsSHA256 string
 	At         time.Time
+	// Audit, when set, is appended to the audit log in the decision's
+	// transaction (with At and Outcome "ok" filled in when empty).
+	Audit *AuditEntry
 }
 
 // Cancel is the input of CancelRun.
@@ -193,6 +198,9 @@ type Cancel struct {
 	By     string
 	Reason string
 	At     time.Time
+	// Audit, when set, is appended to the audit log in the cancel's
+	// transaction.
+	Audit *AuditEntry
 }
 
 // JobRun is the job kind that asks a worker to advance a run. Its payload is
@@ -303,4 +311,6 @@ type Store interface {
 	CountRuns(ctx context.Context) (map[RunStatus]int64, error)
 	// CountApprovals counts approvals by status.
 	CountApprovals(ctx context.Context) (map[ApprovalStatus]int64, error)
+
+	AuditLog
 }

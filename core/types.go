@@ -86,10 +86,14 @@ func (u Usage) Add(o Usage) Usage {
 // Run is one agent execution for one input. Its progress lives in the journal
 // (Events); the row carries the summary the API shows.
 type Run struct {
-	ID          string     `json:"id"`
-	SessionID   string     `json:"session_id"`
-	AgentID     string     `json:"agent_id"`
-	UserID      string     `json:"user_id"`
+	ID        string `json:"id"`
+	SessionID string `json:"session_id"`
+	AgentID   string `json:"agent_id"`
+	UserID    string `json:"user_id"`
+	// StartedBy is the principal that started the run, from its credential
+	// (key:<name>, slack:<team>/<user>, discord:<user>, telegram:<user>,
+	// routine:<id> for a schedule); the requester of its approvals.
+	StartedBy   string     `json:"started_by"`
 	Type        RunType    `json:"run_type"`
 	Status      RunStatus  `json:"status"`
 	ParentRunID string     `json:"parent_run_id,omitempty"`
@@ -241,10 +245,14 @@ type Approval struct {
 	Policy      ApprovalPolicy  `json:"policy"`
 	RequestedBy string          `json:"requested_by"`
 	Status      ApprovalStatus  `json:"status"`
-	DecidedBy   string          `json:"decided_by"`
-	DecidedVia  string          `json:"decided_via"`
-	Reason      string          `json:"reason"`
-	CreatedAt   time.Time       `json:"created_at"`
-	ExpiresAt   time.Time       `json:"expires_at"`
-	DecidedAt   *time.Time      `json:"decided_at"`
+	// DecidedBy is the principal that decided (key:<name>, slack:<team>/<user>,
+	// …), never a name a caller wrote; DecidedByName is how cards show it
+	// (a person's name from people:, or the platform handle).
+	DecidedBy     string     `json:"decided_by"`
+	DecidedByName string     `json:"decided_by_name,omitempty"`
+	DecidedVia    string     `json:"decided_via"`
+	Reason        string     `json:"reason"`
+	CreatedAt     time.Time  `json:"created_at"`
+	ExpiresAt     time.Time  `json:"expires_at"`
+	DecidedAt     *time.Time `json:"decided_at"`
 }
