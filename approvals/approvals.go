@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/agentgate/agentgate/core"
@@ -52,6 +51,15 @@ type Config struct {
 	// SweepInterval is how often pending approvals are checked for expiry.
 	// Default 1s.
 	SweepInterval time.Duration
+	// People names principals and resolves approvers that name a person;
+	// nil = nobody is linked.
+	People *Directory
+	// Cards reads where each approval's chat card was posted (the outbox,
+	// core.CardKey): a click counts only from that message. nil = no chat
+	// click is accepted.
+	Cards interface {
+		SendRef(ctx context.Context, key string) (state, ref string, err error)
+	}
 }
 
 // Service decides approvals.
@@ -74,28 +82,38 @@ func New(cfg Config) *Service {
 	return &Service{cfg: cfg}
 }
 
-// Request is a human decision.
+// Request is a human decision. Who decides is the authenticated
+// principal; nothing in a request body names them.
 type Request struct {
-	Approve bool
-	// By identifies the decider (a user id on the channel, or the API key's name).
-	By string
-	// Groups the decider belongs to (for policies that name groups).
-	Groups []string
-	// Via is the channel: slack|discord|telegram|api|mcp|cli|console.
-	Via    string
-	Reason string
+	Approve   bool
+	Principal Principal
+	Reason    string
 	// ArgsSHA256 is the hash of the arguments the decider was shown; when set
 	// it must match the approval's (a changed request cannot be approved by
 	// an old button).
 	ArgsSHA256 string
 }
 
-// Decide records a decision. The first decision wins; a later one, or one
-// after the approval expired, returns *core.NotPendingError and changes
-// nothing. A decider the policy excludes gets *NotAllowedError.
+// Decide records a decision after the policy allowed it (see Check). The
+// first decision wins; a later one, or one after the approval expired,
+// returns *core.NotPendingError and changes nothing. A principal the policy
+// refuses gets *NotAllowedError and the refusal is audited.
 func (s *Service) Decide(ctx context.Context, id string, req Request) (core.Approval, error) {
+	p := req.Principal
+	action := core.AuditDeny
+	if req.Approve {
+		action = core.AuditApprove
+	}
 	a, err := s.cfg.Store.GetApproval(ctx, id)
 	if err != nil {
+		return a, err
+	}
+	if err := s.Check(ctx, a, p, true); err != nil {
+		var na *NotAllowedError
+		if errors.As(err, &na) {
+			s.audit(ctx, core.AuditEntry{Principal: p.ID, Route: p.Route, Action: core.AuditRefused, Target: id,
+				Outcome: core.AuditDenied, Detail: action + ": " + na.Why})
+		}
 		return a, err
 	}
 	if a.Status != core.ApprovalPending {
@@ -110,21 +128,31 @@ func (s *Service) Decide(ctx context.Context, id string, req Request) (core.Appr
 			return exp, err
 		}
 	}
-	if err := Allowed(a, req.By, req.Groups); err != nil {
-		return a, err
-	}
 	status := core.ApprovalDenied
 	if req.Approve {
 		status = core.ApprovalApproved
 	}
 	d, err := s.cfg.Store.DecideApproval(ctx, id, core.Decision{
-		Status: status, By: req.By, Via: req.Via, Reason: req.Reason, ArgsSHA256: req.ArgsSHA256, At: now,
+		Status: status, By: p.ID, ByName: s.cfg.People.Display(p), Via: p.Route, Reason: req.Reason,
+		ArgsSHA256: req.ArgsSHA256, At: now,
+		Audit: &core.AuditEntry{Principal: p.ID, Route: p.Route, Action: action, Target: id, Detail: req.Reason},
 	})
 	if err != nil {
 		return d, err
 	}
 	s.decided(d)
 	return d, nil
+}
+
+// audit appends e; the log is best effort for refusals (a decision's entry
+// commits with the decision).
+func (s *Service) audit(ctx context.Context, e core.AuditEntry) {
+	if e.At.IsZero() {
+		e.At = s.cfg.Clock.Now().UTC()
+	}
+	if err := s.cfg.Store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
+		s.cfg.Logger.Error("audit log", "action", e.Action, "target", e.Target, "principal", e.Principal, "err", err)
+	}
 }
 
 func (s *Service) decided(a core.Approval) {
@@ -134,23 +162,6 @@ func (s *Service) decided(a core.Approval) {
 	}
 	s.cfg.Logger.Info("approval decided", "approval", a.ID, "run", a.RunID, "tool", a.Tool,
 		"status", a.Status, "by", a.DecidedBy, "via", a.DecidedVia)
-}
-
-// Allowed checks decider by (with groups) against the approval's policy.
-func Allowed(a core.Approval, by string, groups []string) error {
-	p := a.Policy
-	if p.ExcludeRequester && by != "" && by == a.RequestedBy {
-		return &NotAllowedError{ApprovalID: a.ID, By: by, Why: "the requester may not approve their own request"}
-	}
-	if len(p.Approvers) == 0 {
-		return nil
-	}
-	for _, ap := range p.Approvers {
-		if ap == by && by != "" || ap == Requester && by != "" && by == a.RequestedBy || slices.Contains(groups, ap) {
-			return nil
-		}
-	}
-	return &NotAllowedError{ApprovalID: a.ID, By: by, Why: "not in the tool's approvers"}
 }
 
 func (s *Service) expire(ctx context.Context, a core.Approval) (core.Approval, error) {

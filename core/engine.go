@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -180,6 +181,9 @@ type SubmitRequest struct {
 	// SessionID continues a session; empty starts a new one.
 	SessionID string
 	UserID    string
+	// StartedBy is the principal that starts the run (from its credential):
+	// the requester of its approvals. Default UserID.
+	StartedBy string
 	Type      RunType // default api
 	Binding   Binding
 	RoutineID string
@@ -222,7 +226,7 @@ func (e *Engine) submit(ctx context.Context, req SubmitRequest, more ...Event) (
 		id = NewID("run")
 	}
 	run := Run{
-		ID: id, SessionID: sid, AgentID: req.AgentID, UserID: req.UserID,
+		ID: id, SessionID: sid, AgentID: req.AgentID, UserID: req.UserID, StartedBy: cmp.Or(req.StartedBy, req.UserID),
 		Type: req.Type, Status: RunQueued, RoutineID: req.RoutineID, Input: req.Input, CreatedAt: now,
 	}
 	platform := req.Platform
@@ -257,8 +261,12 @@ func title(input string) string {
 
 // Cancel cancels a run that has not finished, wherever it is running, and
 // its pending approvals.
-func (e *Engine) Cancel(ctx context.Context, id, by, reason string) (Run, error) {
-	run, err := e.cfg.Store.CancelRun(ctx, id, Cancel{By: by, Reason: reason, At: e.cfg.Clock.Now().UTC()})
+// c.By is the principal cancelling; c.At defaults to now.
+func (e *Engine) Cancel(ctx context.Context, id string, c Cancel) (Run, error) {
+	if c.At.IsZero() {
+		c.At = e.cfg.Clock.Now().UTC()
+	}
+	run, err := e.cfg.Store.CancelRun(ctx, id, c)
 	if err != nil {
 		return run, err
 	}
@@ -951,7 +959,7 @@ func (r *runner) requestApproval(ctx context.Context, call ToolCall, tool *Agent
 	a := Approval{
 		ID: NewID("apr"), RunID: r.run.ID, SessionID: r.run.SessionID, ToolCallID: call.ID, Tool: call.Name,
 		Arguments: canon, ArgsSHA256: schema.SHA256(canon), Policy: tool.Approval.Policy,
-		RequestedBy: r.run.UserID, Status: ApprovalPending, CreatedAt: now, ExpiresAt: now.Add(timeout),
+		RequestedBy: cmp.Or(r.run.StartedBy, r.run.UserID), Status: ApprovalPending, CreatedAt: now, ExpiresAt: now.Add(timeout),
 	}
 	req := NewEvent(EventApprovalRequested, ApprovalRequested{
 		ApprovalID: a.ID, ToolCallID: call.ID, Tool: call.Name, Arguments: canon, ExpiresAt: a.ExpiresAt,

@@ -20,7 +20,7 @@ type ExternalCall struct {
 	// session); empty starts a new session. Like any session's runs, its
 	// calls are decided one after the other.
 	SessionID string
-	// UserID is who asks (the approval's requester).
+	// UserID is who asks (the approval's requester): the principal.
 	UserID string
 	// Call is the tool call: ID (the outside agent's id for it), Name and
 	// Arguments (a JSON object).
@@ -61,7 +61,7 @@ func (e *Engine) SubmitExternal(ctx context.Context, x ExternalCall) (Run, error
 	}
 	x.Call.Arguments = canon
 	return e.submit(ctx, SubmitRequest{
-		AgentID: x.Agent, SessionID: x.SessionID, UserID: x.UserID, Type: RunTypeExternal, Binding: x.Binding,
+		AgentID: x.Agent, SessionID: x.SessionID, UserID: x.UserID, StartedBy: x.UserID, Type: RunTypeExternal, Binding: x.Binding,
 		Input: fmt.Sprintf("%s asks to call %s with %s", x.Agent, x.Call.Name, canon), Platform: x.Platform, DedupeKey: x.DedupeKey,
 	}, NewEvent(EventModelResponse, ModelResponse{ToolCalls: []ToolCall{x.Call}}))
 }

@@ -37,3 +37,8 @@ type Outbox interface {
 	// ref (set once sent), or ErrNotFound when nothing was claimed.
 	SendRef(ctx context.Context, key string) (state, ref string, err error)
 }
+
+// CardKey names the outbox message of approval id's card on platform
+// (slack, discord, telegram). Its ref is the card's message: the only
+// message whose buttons decide the approval.
+func CardKey(platform, approvalID string) string { return platform + ":approval:" + approvalID }

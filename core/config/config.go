@@ -32,13 +32,16 @@ type Config struct {
 	Routines map[string]Routine `yaml:"routines"`
 	// Interfaces configures the chat platforms (see interfaces.go).
 	Interfaces Interfaces `yaml:"interfaces"`
+	// People links each person's platform ids and API keys (see people.go).
+	People map[string]Person `yaml:"people"`
 }
 
 // Server holds settings that may also come from flags and the environment;
 // flags win over the environment, which wins over the file.
 type Server struct {
-	// APIKeys are bearer keys for the REST API, added to AGENTGATE_API_KEYS.
-	APIKeys []string `yaml:"api_keys"`
+	// APIKeys are bearer keys for the REST API, MCP and the CLI, with
+	// names and roles; added to AGENTGATE_API_KEYS (admin keys).
+	APIKeys []APIKey `yaml:"api_keys"`
 	// Workers is how many runs advance in parallel. Default 8.
 	Workers int `yaml:"workers"`
 }
@@ -164,7 +167,7 @@ func Parse(b []byte, lookup func(string) (string, bool)) (*Config, error) {
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return nil, &Error{Problems: []string{yamlProblem(err)}}
 	}
-	if err := c.Validate(); err != nil {
+	if err := c.validate(lookup); err != nil {
 		return nil, err
 	}
 	return &c, nil
@@ -181,18 +184,15 @@ var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // Validate checks the configuration and returns an *Error listing every
 // problem, each prefixed with its field path.
-func (c *Config) Validate() error {
+func (c *Config) Validate() error { return c.validate(os.LookupEnv) }
+
+func (c *Config) validate(lookup func(string) (string, bool)) error {
 	var p []string
 	add := func(path, format string, args ...any) {
 		p = append(p, path+": "+fmt.Sprintf(format, args...))
 	}
 	if c.Server.Workers < 0 {
 		add("server.workers", "must be 0 (default 8) or more")
-	}
-	for i, k := range c.Server.APIKeys {
-		if len(k) < 16 {
-			add(fmt.Sprintf("server.api_keys[%d]", i), "must be at least 16 characters")
-		}
 	}
 	if len(c.Agents) == 0 {
 		add("agents", "define at least one agent")
@@ -280,6 +280,7 @@ func (c *Config) Validate() error {
 			seen[tn] = true
 		}
 	}
+	p = append(p, c.validateKeys(lookup)...)
 	p = append(p, c.validateRoutines()...)
 	p = append(p, c.validateInterfaces()...)
 	p = append(p, c.validateTelegram()...)

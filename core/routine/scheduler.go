@@ -240,7 +240,7 @@ func newRunIn(r core.Routine, input, userID string, b core.Binding, now time.Tim
 	return core.NewRun{
 		Session: core.Session{ID: sid, AgentID: r.AgentID, UserID: "routine:" + r.ID, Title: "Routine " + r.ID,
 			Binding: b, CreatedAt: now, UpdatedAt: now},
-		Run: core.Run{ID: core.NewID("run"), SessionID: sid, AgentID: r.AgentID, UserID: userID,
+		Run: core.Run{ID: core.NewID("run"), SessionID: sid, AgentID: r.AgentID, UserID: userID, StartedBy: userID,
 			Type: core.RunTypeRoutine, Status: core.RunQueued, RoutineID: r.ID, Input: input, CreatedAt: now},
 		Events: []core.Event{ev},
 	}

@@ -58,7 +58,7 @@ func (n *Notifier) RenderApproval(ctx context.Context, b core.Binding, a core.Ap
 			return n.cfg.Client.Edit(ctx, b.Channel, id, ApprovalMessage(chat.Card(a, r, Approvers)))
 		},
 	}
-	return flow.Render(ctx, "discord:approval:"+a.ID, a)
+	return flow.Render(ctx, core.CardKey(chat.PlatformDiscord, a.ID), a)
 }
 
 // DeliverResult implements routine.ChatDeliverer: text (Markdown) is posted

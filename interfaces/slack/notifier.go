@@ -54,7 +54,7 @@ func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
 	return &Notifier{cfg: cfg, sender: sender{outbox: cfg.Store, client: cfg.Client, clock: cfg.Clock, log: cfg.Logger}}, nil
 }
 
-func cardKey(approvalID string) string { return "slack:approval:" + approvalID }
+func cardKey(approvalID string) string { return core.CardKey(chat.PlatformSlack, approvalID) }
 
 // RenderApproval implements chat.ApprovalRenderer (see chat.CardFlow).
 func (c *Notifier) RenderApproval(ctx context.Context, b core.Binding, a core.Approval, r core.Run) error {

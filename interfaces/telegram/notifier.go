@@ -131,7 +131,7 @@ func (n *Notifier) DeliverResult(ctx context.Context, b core.Binding, key, text 
 	return nil
 }
 
-func cardKey(approvalID string) string { return "telegram:approval:" + approvalID }
+func cardKey(approvalID string) string { return core.CardKey(chat.PlatformTelegram, approvalID) }
 
 // RenderApproval implements chat.ApprovalRenderer (see chat.CardFlow): a
 // pending approval gets a card with Approve / Deny buttons, posted once; a

@@ -16,7 +16,7 @@ import (
 )
 
 // latest is the newest migration in migrations/.
-const latest = 6
+const latest = 7
 
 // tablesAt are the tables of the schema at each version.
 var tablesAt = [latest + 1][]string{
@@ -27,6 +27,7 @@ var tablesAt = [latest + 1][]string{
 	4: {"approvals", "jobs", "leases", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
 	5: {"approvals", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
 	6: {"approvals", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
+	7: {"approvals", "audit", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
 }
 
 func wantVersion(t *testing.T, db *postgres.DB, want int) {
@@ -58,7 +59,7 @@ func tables(t *testing.T, url, schema string) []string {
 }
 
 // useEveryTable writes to and reads from the tables of every migration: a
-// run, a lease and a routine with a fired run.
+// run, an inbox message, a lease, a routine with a fired run and an audit entry.
 func useEveryTable(t *testing.T, db *postgres.DB) {
 	t.Helper()
 	ctx := t.Context()
@@ -102,6 +103,12 @@ func useEveryTable(t *testing.T, db *postgres.DB) {
 	}
 	if p, err := db.RoutineHistory(ctx, "digest", core.ListOptions{}); err != nil || len(p.Items) != 1 || p.Items[0].RunID != rid {
 		t.Fatalf("RoutineHistory = %+v, %v; want the fired run", p.Items, err)
+	}
+	if err := db.AppendAudit(ctx, core.AuditEntry{Principal: "key:ci", Route: "api", Action: core.AuditTrigger, Target: "digest"}); err != nil {
+		t.Fatalf("AppendAudit: %v", err)
+	}
+	if p, err := db.ListAudit(ctx, core.AuditFilter{Target: "digest"}); err != nil || len(p.Items) != 1 || p.Items[0].Principal != "key:ci" {
+		t.Fatalf("ListAudit = %+v, %v; want the appended entry", p.Items, err)
 	}
 }
 

@@ -20,12 +20,12 @@ import (
 // (creation order); a cursor is the pk of the last item of the previous page.
 
 const (
-	runCols = `id, session_id, agent_id, user_id, run_type, status, parent_run_id, routine_id,
+	runCols = `id, session_id, agent_id, user_id, run_type, status, parent_run_id, routine_id, started_by,
 		input, output, error, input_tokens, output_tokens, last_seq, created_at, started_at, finished_at,
 		claimed_by, claim_until`
 	sessionCols  = `id, agent_id, user_id, platform, workspace, channel, thread, title, created_at, updated_at`
 	approvalCols = `id, run_id, session_id, tool_call_id, tool, arguments, args_sha256, policy, requested_by,
-		status, decided_by, decided_via, reason, created_at, expires_at, decided_at`
+		status, decided_by, decided_by_name, decided_via, reason, created_at, expires_at, decided_at`
 
 	// activeStatuses are the SQL list of statuses of a run that is not terminal.
 	activeStatuses = `('queued', 'running', 'paused')`
@@ -51,7 +51,7 @@ func scanRun(s scanner, extra ...any) (runRow, error) {
 	var r runRow
 	var typ, status string
 	dest := append(extra, &r.ID, &r.SessionID, &r.AgentID, &r.UserID, &typ, &status, &r.ParentRunID, &r.RoutineID,
-		&r.Input, &r.Output, &r.Error, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.LastSeq, &r.CreatedAt,
+		&r.StartedBy, &r.Input, &r.Output, &r.Error, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.LastSeq, &r.CreatedAt,
 		&r.StartedAt, &r.FinishedAt, &r.claimedBy, &r.claimUntil)
 	if err := s.Scan(dest...); err != nil {
 		return runRow{}, err
@@ -82,7 +82,7 @@ func scanApproval(s scanner, extra ...any) (core.Approval, error) {
 	var args, policy []byte
 	var status string
 	dest := append(extra, &a.ID, &a.RunID, &a.SessionID, &a.ToolCallID, &a.Tool, &args, &a.ArgsSHA256, &policy,
-		&a.RequestedBy, &status, &a.DecidedBy, &a.DecidedVia, &a.Reason, &a.CreatedAt, &a.ExpiresAt, &a.DecidedAt)
+		&a.RequestedBy, &status, &a.DecidedBy, &a.DecidedByName, &a.DecidedVia, &a.Reason, &a.CreatedAt, &a.ExpiresAt, &a.DecidedAt)
 	if err := s.Scan(dest...); err != nil {
 		return core.Approval{}, err
 	}
@@ -367,10 +367,10 @@ func createRunTx(ctx context.Context, tx *txn, nr core.NewRun) (core.Run, error)
 		return core.Run{}, fmt.Errorf("session %s of agent %s: %w", s.ID, agent, core.ErrSessionAgent)
 	}
 	row, err := scanRun(tx.QueryRow(ctx, `INSERT INTO runs (id, session_id, agent_id, user_id, run_type, status,
-		parent_run_id, routine_id, input, output, error, input_tokens, output_tokens, created_at)
-		VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, $11, $12, $13)
+		parent_run_id, routine_id, started_by, input, output, error, input_tokens, output_tokens, created_at)
+		VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, $11, $12, $13, $14)
 		RETURNING `+runCols,
-		r.ID, r.SessionID, r.AgentID, r.UserID, string(r.Type), r.ParentRunID, r.RoutineID, r.Input, r.Output,
+		r.ID, r.SessionID, r.AgentID, r.UserID, string(r.Type), r.ParentRunID, r.RoutineID, r.StartedBy, r.Input, r.Output,
 		r.Error, r.Usage.InputTokens, r.Usage.OutputTokens, r.CreatedAt))
 	if err != nil {
 		return core.Run{}, fmt.Errorf("insert run: %w", err)
@@ -677,6 +677,11 @@ func (db *DB) CancelRun(ctx context.Context, id string, c core.Cancel) (core.Run
 			return err
 		}
 		out = r.Run
+		if c.Audit != nil {
+			if err := insertAuditTx(ctx, tx, *c.Audit, c.At); err != nil {
+				return err
+			}
+		}
 		next, err := nextJobTx(ctx, tx, r.SessionID, id)
 		if err != nil {
 			return err
@@ -811,9 +816,9 @@ func (db *DB) DecideApproval(ctx context.Context, id string, d core.Decision) (c
 			return fmt.Errorf("load run %s: %w", runID, err)
 		}
 		a, err := scanApproval(tx.QueryRow(ctx, `UPDATE approvals SET status = $1, decided_by = $2, decided_via = $3,
-			reason = $4, decided_at = $5
+			reason = $4, decided_at = $5, decided_by_name = $8
 			WHERE id = $6 AND status = 'pending' AND ($7 = '' OR args_sha256 = $7)
-			RETURNING `+approvalCols, string(d.Status), d.By, d.Via, d.Reason, d.At, id, d.ArgsSHA256))
+			RETURNING `+approvalCols, string(d.Status), d.By, d.Via, d.Reason, d.At, id, d.ArgsSHA256, d.ByName))
 		if errors.Is(err, pgx.ErrNoRows) {
 			if out, err = getApproval(ctx, tx, id); err != nil {
 				return err
@@ -842,6 +847,11 @@ func (db *DB) DecideApproval(ctx context.Context, id string, d core.Decision) (c
 			}
 			if tag.RowsAffected() > 0 {
 				r.Status = core.RunQueued
+			}
+		}
+		if d.Audit != nil {
+			if err := insertAuditTx(ctx, tx, *d.Audit, d.At); err != nil {
+				return err
 			}
 		}
 		out = a

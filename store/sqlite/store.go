@@ -19,12 +19,12 @@ import (
 // cursor is the rowid of the last item of the previous page.
 
 const (
-	runCols = `id, session_id, agent_id, user_id, run_type, status, parent_run_id, routine_id,
+	runCols = `id, session_id, agent_id, user_id, run_type, status, parent_run_id, routine_id, started_by,
 		input, output, error, input_tokens, output_tokens, last_seq, created_at, started_at, finished_at,
 		claimed_by, claim_until`
 	sessionCols  = `id, agent_id, user_id, platform, workspace, channel, thread, title, created_at, updated_at`
 	approvalCols = `id, run_id, session_id, tool_call_id, tool, arguments, args_sha256, policy, requested_by,
-		status, decided_by, decided_via, reason, created_at, expires_at, decided_at`
+		status, decided_by, decided_by_name, decided_via, reason, created_at, expires_at, decided_at`
 
 	// activeStatuses are the SQL list of statuses of a run that is not terminal.
 	activeStatuses = `('queued', 'running', 'paused')`
@@ -52,7 +52,7 @@ func scanRun(s scanner, extra ...any) (runRow, error) {
 	var created int64
 	var started, finished sql.NullInt64
 	dest := append(extra, &r.ID, &r.SessionID, &r.AgentID, &r.UserID, &typ, &status, &r.ParentRunID, &r.RoutineID,
-		&r.Input, &r.Output, &r.Error, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.LastSeq, &created, &started, &finished,
+		&r.StartedBy, &r.Input, &r.Output, &r.Error, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.LastSeq, &created, &started, &finished,
 		&r.claimedBy, &r.claimUntil)
 	if err := s.Scan(dest...); err != nil {
 		return runRow{}, err
@@ -85,7 +85,7 @@ func scanApproval(s scanner, extra ...any) (core.Approval, error) {
 	var created, expires int64
 	var decided sql.NullInt64
 	dest := append(extra, &a.ID, &a.RunID, &a.SessionID, &a.ToolCallID, &a.Tool, &args, &a.ArgsSHA256, &policy,
-		&a.RequestedBy, &status, &a.DecidedBy, &a.DecidedVia, &a.Reason, &created, &expires, &decided)
+		&a.RequestedBy, &status, &a.DecidedBy, &a.DecidedByName, &a.DecidedVia, &a.Reason, &created, &expires, &decided)
 	if err := s.Scan(dest...); err != nil {
 		return core.Approval{}, err
 	}
@@ -340,9 +340,9 @@ func (db *DB) createRunTx(ctx context.Context, tx *sql.Tx, nr core.NewRun) (core
 		return core.Run{}, fmt.Errorf("touch session %s: %w", s.ID, err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO runs(id, session_id, agent_id, user_id, run_type, status,
-		parent_run_id, routine_id, input, output, error, input_tokens, output_tokens, created_at)
-		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.ID, r.SessionID, r.AgentID, r.UserID, string(r.Type), r.ParentRunID, r.RoutineID, r.Input, r.Output,
+		parent_run_id, routine_id, started_by, input, output, error, input_tokens, output_tokens, created_at)
+		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, r.SessionID, r.AgentID, r.UserID, string(r.Type), r.ParentRunID, r.RoutineID, r.StartedBy, r.Input, r.Output,
 		r.Error, r.Usage.InputTokens, r.Usage.OutputTokens, r.CreatedAt.UnixNano()); err != nil {
 		return core.Run{}, fmt.Errorf("insert run: %w", err)
 	}
@@ -677,6 +677,11 @@ func (db *DB) CancelRun(ctx context.Context, id string, c core.Cancel) (core.Run
 		if err := db.enqueueNextTx(ctx, tx, r.SessionID, id); err != nil {
 			return err
 		}
+		if c.Audit != nil {
+			if err := insertAuditTx(ctx, tx, *c.Audit, c.At); err != nil {
+				return err
+			}
+		}
 		r, err = getRun(ctx, tx, id)
 		out = r.Run
 		return err
@@ -820,8 +825,9 @@ func (db *DB) DecideApproval(ctx context.Context, id string, d core.Decision) (c
 		if d.ArgsSHA256 != "" && d.ArgsSHA256 != a.ArgsSHA256 {
 			return core.ErrArgsMismatch
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE approvals SET status = ?, decided_by = ?, decided_via = ?, reason = ?,
-			decided_at = ? WHERE id = ? AND status = 'pending'`, string(d.Status), d.By, d.Via, d.Reason, d.At.UnixNano(), id)
+		res, err := tx.ExecContext(ctx, `UPDATE approvals SET status = ?, decided_by = ?, decided_by_name = ?,
+			decided_via = ?, reason = ?, decided_at = ? WHERE id = ? AND status = 'pending'`,
+			string(d.Status), d.By, d.ByName, d.Via, d.Reason, d.At.UnixNano(), id)
 		if err != nil {
 			return err
 		}
@@ -866,6 +872,11 @@ func (db *DB) DecideApproval(ctx context.Context, id string, d core.Decision) (c
 				return err
 			}
 			enqueued = true
+		}
+		if d.Audit != nil {
+			if err := insertAuditTx(ctx, tx, *d.Audit, d.At); err != nil {
+				return err
+			}
 		}
 		out, err = getApproval(ctx, tx, id)
 		return err

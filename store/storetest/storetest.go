@@ -63,6 +63,10 @@ func Run(t *testing.T, newStore func(t *testing.T) Harness) {
 		{"InboxClaimConcurrent", testInboxClaimConcurrent},
 		{"InboxRestart", testInboxRestart},
 		{"ApprovalJobs", testApprovalJobs},
+		{"StartedBy", testStartedBy},
+		{"DecideApprovalAudit", testDecideApprovalAudit},
+		{"CancelRunAudit", testCancelRunAudit},
+		{"AuditList", testAuditList},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
