@@ -108,12 +108,7 @@ func (s *Service) Decide(ctx context.Context, id string, req Request) (core.Appr
 	if err != nil {
 		return a, err
 	}
-	if err := s.Check(ctx, a, p, true); err != nil {
-		var na *NotAllowedError
-		if errors.As(err, &na) {
-			s.audit(ctx, core.AuditEntry{Principal: p.ID, Route: p.Route, Action: core.AuditRefused, Target: id,
-				Outcome: core.AuditDenied, Detail: action + ": " + na.Why})
-		}
+	if err := s.Authorize(ctx, a, p, req.Approve); err != nil {
 		return a, err
 	}
 	if a.Status != core.ApprovalPending {
@@ -142,6 +137,22 @@ func (s *Service) Decide(ctx context.Context, id string, req Request) (core.Appr
 	}
 	s.decided(d)
 	return d, nil
+}
+
+// Authorize is Check for a decision principal p is making now (from a
+// card, when p clicked one); a refusal is audited.
+func (s *Service) Authorize(ctx context.Context, a core.Approval, p Principal, approve bool) error {
+	err := s.Check(ctx, a, p, true)
+	var na *NotAllowedError
+	if errors.As(err, &na) {
+		action := core.AuditDeny
+		if approve {
+			action = core.AuditApprove
+		}
+		s.audit(ctx, core.AuditEntry{Principal: p.ID, Route: p.Route, Action: core.AuditRefused, Target: a.ID,
+			Outcome: core.AuditDenied, Detail: action + ": " + na.Why})
+	}
+	return err
 }
 
 // audit appends e; the log is best effort for refusals (a decision's entry

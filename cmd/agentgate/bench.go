@@ -795,7 +795,7 @@ func benchApprovals(ctx context.Context, cl *benchClients, tools *benchTools, o 
 		start := time.Now()
 		var a core.Approval
 		err := c.do(ctx, "POST", "/api/v1/approvals/"+url.PathEscape(p.approvalID)+"/decision",
-			map[string]string{"decision": "approve", "decided_by": "bench"}, &a)
+			map[string]string{"decision": "approve"}, &a)
 		if err != nil {
 			tools.forget(p.runID)
 			res.errors.add(fmt.Errorf("decide: %w", err))

@@ -65,6 +65,9 @@ func (c *client) request(ctx context.Context, method, path string, body any, acc
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
+	// The gateway records the CLI's decisions with the route cli; who
+	// decided is the key.
+	req.Header.Set("User-Agent", "agentgate-cli/"+buildVersion())
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach the gateway at %s (is `agentgate serve` running? set --server): %w", c.base, err)
@@ -111,7 +114,6 @@ func approvalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	c := clientFlags(fs)
 	status := fs.String("status", "pending", "list: pending, approved, denied, expired, cancelled or all")
 	reason := fs.String("reason", "", "approve/deny: why")
-	as := fs.String("as", envOr("USER", "cli"), "approve/deny: who is deciding")
 	if err := fs.Parse(reorder(rest)); err != nil {
 		return &usageError{err.Error()}
 	}
@@ -150,7 +152,7 @@ func approvalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if fs.NArg() != 1 {
 			return &usageError{fmt.Sprintf("approvals %s: give exactly one approval id", sub)}
 		}
-		a, err := decide(ctx, c, fs.Arg(0), sub, *as, *reason)
+		a, err := decide(ctx, c, fs.Arg(0), sub, *reason)
 		if err != nil {
 			return err
 		}
@@ -160,11 +162,60 @@ func approvalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return &usageError{fmt.Sprintf("approvals: unknown subcommand %q (list, approve, deny)", sub)}
 }
 
-func decide(ctx context.Context, c *client, id, decision, by, reason string) (core.Approval, error) {
+// decide decides approval id as the client's key (the gateway records the
+// key, never a name the client sends).
+func decide(ctx context.Context, c *client, id, decision, reason string) (core.Approval, error) {
 	var a core.Approval
 	err := c.do(ctx, "POST", "/api/v1/approvals/"+url.PathEscape(id)+"/decision",
-		map[string]string{"decision": decision, "reason": reason, "decided_by": by, "via": "cli"}, &a)
+		map[string]string{"decision": decision, "reason": reason}, &a)
 	return a, err
+}
+
+// auditCmd lists the audit log, newest first.
+func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := clientFlags(fs)
+	principal := fs.String("principal", "", "only this principal (key:ci, slack:T1/U2, …)")
+	action := fs.String("action", "", "only this action (approval.approve, approval.refused, run.cancel, …)")
+	target := fs.String("target", "", "only this approval, run or routine")
+	route := fs.String("route", "", "only this route (api, cli, mcp, slack, discord, telegram)")
+	since := fs.String("since", "", "only entries at or after this RFC 3339 time")
+	limit := fs.Int("limit", 50, "entries to show (1-500)")
+	if err := fs.Parse(reorder(args)); err != nil {
+		return &usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return &usageError{fmt.Sprintf("audit takes no arguments, got %q", fs.Args())}
+	}
+	q := url.Values{}
+	for k, v := range map[string]string{"principal": *principal, "action": *action, "target": *target, "route": *route, "since": *since} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	q.Set("limit", fmt.Sprint(*limit))
+	var page core.Page[core.AuditEntry]
+	if err := c.do(ctx, "GET", "/api/v1/audit?"+q.Encode(), nil, &page); err != nil {
+		return err
+	}
+	if len(page.Items) == 0 {
+		fmt.Fprintln(stdout, "no audit entries")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tPRINCIPAL\tROUTE\tACTION\tTARGET\tOUTCOME\tDETAIL")
+	for _, e := range page.Items {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format(time.DateTime), cmpOr(e.Principal, "-"), e.Route, e.Action, e.Target, e.Outcome, e.Detail)
+	}
+	return tw.Flush()
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // reorder moves flags before positional arguments so `approve ID --reason x` works.
@@ -375,7 +426,7 @@ func askApprovals(ctx context.Context, c *client, in *bufio.Scanner, stdout io.W
 			default:
 				continue
 			}
-			d, err := decide(ctx, c, a.ID, decision, user, strings.TrimSpace(reason))
+			d, err := decide(ctx, c, a.ID, decision, strings.TrimSpace(reason))
 			var ae *apiError
 			if errors.As(err, &ae) && ae.Code == "approval_not_pending" {
 				fmt.Fprintf(stdout, "  %s\n", ae.Message)

@@ -53,7 +53,7 @@ func mcpFromEnv() (mcpSettings, error) {
 }
 
 // mcpHandler is serve's /mcp endpoint.
-func mcpHandler(ms mcpSettings, eng *core.Engine, db core.Store, aps *approval.Service, rt api.Routines, keys []string, log *slog.Logger) http.Handler {
+func mcpHandler(ms mcpSettings, eng *core.Engine, db core.Store, aps *approval.Service, rt api.Routines, keys []api.Key, log *slog.Logger) http.Handler {
 	return imcp.Handler(imcp.Config{Engine: eng, Store: db, Approvals: aps, Routines: rt, Logger: log, Version: buildVersion(),
 		Authenticated: len(keys) > 0, ApprovalsTo: ms.approvalsTo})
 }

@@ -46,7 +46,7 @@ const routinesHelp = `Usage:
   agentgate routines create --id ID --agent AGENT --schedule SPEC --input TEXT
       [--timezone ZONE] [--deliver-to TARGET] [--missed skip|once] [--disabled]
   agentgate routines delete ID                              routines created through the API or CLI only
-  agentgate routines run ID [EXTRA INPUT...] [--as NAME]   fire now; EXTRA INPUT is added to its input
+  agentgate routines run ID [EXTRA INPUT...]               fire now; EXTRA INPUT is added to its input
   agentgate routines enable ID
   agentgate routines disable ID
   agentgate routines history ID [--limit N]                 its last N entries (default 20)
@@ -62,7 +62,6 @@ func routinesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, routinesHelp) }
 	c := clientFlags(fs)
-	as := fs.String("as", envOr("USER", "cli"), "run: who is triggering")
 	limit := fs.Int("limit", 20, "history: entries to show")
 	var spec core.RoutineSpec
 	newID := fs.String("id", "", "create: the routine's id")
@@ -122,7 +121,7 @@ func routinesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 		var run apiRun
-		body := map[string]string{"input": strings.Join(fs.Args()[1:], " "), "user_id": *as}
+		body := map[string]string{"input": strings.Join(fs.Args()[1:], " ")}
 		if err := c.do(ctx, "POST", "/api/v1/routines/"+id+"/trigger", body, &run); err != nil {
 			return err
 		}

@@ -33,15 +33,16 @@ Usage:
   agentgate version
   agentgate chat AGENT [--session ID] [--user NAME]
   agentgate approvals list [--status pending|approved|denied|expired|cancelled|all]
-  agentgate approvals approve ID [--reason TEXT] [--as NAME]
-  agentgate approvals deny ID [--reason TEXT] [--as NAME]
+  agentgate approvals approve ID [--reason TEXT]
+  agentgate approvals deny ID [--reason TEXT]
+  agentgate audit [--principal P] [--action A] [--target ID] [--route R] [--since TIME] [--limit N]
   agentgate runs show ID
   agentgate routines list|run ID [INPUT]|enable ID|disable ID|history ID
   agentgate bench [--quick] [--markdown] [--replicas N] [--database-url URL --redis-url URL]
   agentgate bench slack-ingest [--quick] [--markdown] [--duration D] [--clients N]
   agentgate mcp [--server URL --api-key KEY]   MCP over stdio (Claude Desktop, Claude Code, Cursor)
 
-Client commands (chat, approvals, runs, routines) talk to a running gateway:
+Client commands (chat, approvals, runs, routines, audit) talk to a running gateway:
   --server URL   (env AGENTGATE_URL, default http://127.0.0.1:8080)
   --api-key KEY  (env AGENTGATE_API_KEY)
 
@@ -69,6 +70,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return approvalsCmd(ctx, rest, stdout, stderr)
 	case "runs":
 		return runsCmd(ctx, rest, stdout, stderr)
+	case "audit":
+		return auditCmd(ctx, rest, stdout, stderr)
 	case "routines":
 		return routinesCmd(ctx, rest, stdout, stderr)
 	case "bench":

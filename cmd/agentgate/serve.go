@@ -223,7 +223,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	keys := append(s.apiKeys, cfg.Server.APIKeys...)
+	keys, err := apiKeys(s.apiKeys, cfg)
+	if err != nil {
+		return err
+	}
 	if len(keys) == 0 && !loopbackOnly(s.addr) {
 		return &usageError{fmt.Sprintf("--addr %s is reachable from other machines but no API keys are set; "+
 			"set AGENTGATE_API_KEYS or listen on 127.0.0.1", s.addr)}
@@ -306,7 +309,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	aps := approval.New(approval.Config{Store: db, Hub: hub, Clock: clock, Logger: log, Observer: m})
+	aps := approval.New(approval.Config{Store: db, Hub: hub, Clock: clock, Logger: log, Observer: m,
+		People: people(cfg), Cards: db})
 	extra := map[string]http.Handler{}
 	if sw != nil {
 		h, err := sw.newHandler(eng, aps, rt)
@@ -393,4 +397,38 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cancel()
 	wg.Wait()
 	return runErr
+}
+
+// apiKeys are the keys of AGENTGATE_API_KEYS (admins named env-<hash>) and
+// of server.api_keys.
+func apiKeys(env []string, cfg *config.Config) ([]api.Key, error) {
+	var keys []api.Key
+	for i, k := range env {
+		if len(k) < config.MinKeyLen {
+			return nil, &usageError{fmt.Sprintf("AGENTGATE_API_KEYS: key %d is %d characters; keys must be at least %d (e.g. openssl rand -hex 24)",
+				i+1, len(k), config.MinKeyLen)}
+		}
+		keys = append(keys, api.Key{Name: api.KeyName(k), Secret: k, Role: approval.RoleAdmin})
+	}
+	for _, k := range cfg.Server.APIKeys {
+		name := k.Name
+		if k.Bare() {
+			name = api.KeyName(k.Key)
+		}
+		role, err := approval.ParseRole(k.Role)
+		if err != nil {
+			return nil, fmt.Errorf("config: server.api_keys %s: %w", name, err)
+		}
+		keys = append(keys, api.Key{Name: name, Secret: k.Key, Role: role, Agents: k.Agents})
+	}
+	return keys, nil
+}
+
+// people is the config's people directory.
+func people(cfg *config.Config) *approval.Directory {
+	var ps []approval.Person
+	for name, p := range cfg.People {
+		ps = append(ps, approval.Person{Name: name, Slack: p.Slack, Discord: p.Discord, Telegram: p.Telegram, Keys: p.Keys})
+	}
+	return approval.NewDirectory(ps)
 }

@@ -3,10 +3,8 @@
 package api
 
 import (
+	"cmp"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,9 +26,10 @@ type Config struct {
 	Engine    *core.Engine
 	Store     core.Store
 	Approvals *approval.Service
-	// Keys are the accepted bearer API keys; none = no authentication (the
-	// server then listens on loopback only).
-	Keys    []string
+	// Keys are the accepted bearer API keys; none = no authentication:
+	// every caller is key:local, an admin (the server then listens on
+	// loopback only).
+	Keys    []Key
 	Logger  *slog.Logger
 	Metrics http.Handler // served at /metrics; nil = 404
 	// Ready reports whether the gateway can serve (store reachable).
@@ -50,8 +50,9 @@ type Config struct {
 }
 
 type server struct {
-	cfg Config
-	log *slog.Logger
+	cfg     Config
+	log     *slog.Logger
+	refused refusals
 }
 
 // New returns the HTTP handler with every route.
@@ -75,17 +76,19 @@ func New(cfg Config) http.Handler {
 		mux.Handle("GET /metrics", cfg.Metrics)
 	}
 	api := http.NewServeMux()
-	api.HandleFunc("GET /api/v1/agents", s.listAgents)
-	api.HandleFunc("POST /api/v1/agents/{agent}/runs", s.createRun)
-	api.HandleFunc("GET /api/v1/runs/{id}", s.getRun)
-	api.HandleFunc("GET /api/v1/runs/{id}/events", s.runEvents)
-	api.HandleFunc("POST /api/v1/runs/{id}/cancel", s.cancelRun)
-	api.HandleFunc("GET /api/v1/sessions", s.listSessions)
-	api.HandleFunc("GET /api/v1/sessions/{id}", s.getSession)
-	api.HandleFunc("GET /api/v1/sessions/{id}/runs", s.sessionRuns)
-	api.HandleFunc("GET /api/v1/approvals", s.listApprovals)
-	api.HandleFunc("GET /api/v1/approvals/{id}", s.getApproval)
-	api.HandleFunc("POST /api/v1/approvals/{id}/decision", s.decide)
+	viewer, operator, approver, admin := approval.RoleViewer, approval.RoleOperator, approval.RoleApprover, approval.RoleAdmin
+	api.HandleFunc("GET /api/v1/agents", s.need(viewer, s.listAgents))
+	api.HandleFunc("POST /api/v1/agents/{agent}/runs", s.need(operator, s.createRun))
+	api.HandleFunc("GET /api/v1/runs/{id}", s.need(viewer, s.getRun))
+	api.HandleFunc("GET /api/v1/runs/{id}/events", s.need(viewer, s.runEvents))
+	api.HandleFunc("POST /api/v1/runs/{id}/cancel", s.need(operator, s.cancelRun))
+	api.HandleFunc("GET /api/v1/sessions", s.need(viewer, s.listSessions))
+	api.HandleFunc("GET /api/v1/sessions/{id}", s.need(viewer, s.getSession))
+	api.HandleFunc("GET /api/v1/sessions/{id}/runs", s.need(viewer, s.sessionRuns))
+	api.HandleFunc("GET /api/v1/approvals", s.need(viewer, s.listApprovals))
+	api.HandleFunc("GET /api/v1/approvals/{id}", s.need(viewer, s.getApproval))
+	api.HandleFunc("POST /api/v1/approvals/{id}/decision", s.need(approver, s.decide))
+	api.HandleFunc("GET /api/v1/audit", s.need(admin, s.listAudit))
 	if cfg.Routines != nil {
 		s.routineRoutes(api)
 	}
@@ -100,49 +103,6 @@ func New(cfg Config) http.Handler {
 		mux.Handle(pattern, s.auth(h))
 	}
 	return mux
-}
-
-// KeyName names an API key without revealing it: "key-" and the first 8 hex
-// digits of its SHA-256 (`printf %s "$KEY" | sha256sum | cut -c1-8`).
-func KeyName(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return "key-" + hex.EncodeToString(sum[:4])
-}
-
-type callerKey struct{}
-
-// Caller is who sent an authenticated request: the KeyName of the API key
-// it carried, or "" when the API is open (no keys configured).
-func Caller(ctx context.Context) string {
-	name, _ := ctx.Value(callerKey{}).(string)
-	return name
-}
-
-// auth checks the bearer key in constant time when keys are configured, and
-// passes the key's name on (Caller).
-func (s *server) auth(next http.Handler) http.Handler {
-	if len(s.cfg.Keys) == 0 {
-		return next
-	}
-	keys := make([][]byte, len(s.cfg.Keys))
-	for i, k := range s.cfg.Keys {
-		keys[i] = []byte(k)
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if ok {
-			match := 0
-			for _, k := range keys {
-				match |= subtle.ConstantTimeCompare([]byte(got), k)
-			}
-			if match == 1 {
-				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, KeyName(got))))
-				return
-			}
-		}
-		w.Header().Set("WWW-Authenticate", `Bearer realm="agentgate"`)
-		writeError(w, http.StatusUnauthorized, "unauthorized", "send a valid API key as 'Authorization: Bearer <key>'")
-	})
 }
 
 func (s *server) ready(w http.ResponseWriter, r *http.Request) {
@@ -233,6 +193,9 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no agent %q; GET /api/v1/agents lists them", agent))
 		return
 	}
+	if !s.agentAllowed(w, r, agent) {
+		return
+	}
 	var req createRunRequest
 	if !decode(w, r, &req) {
 		return
@@ -250,8 +213,13 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
+	p := caller(r)
+	if req.SessionID != "" && !s.sessionAllowed(w, r, req.SessionID) {
+		return
+	}
 	sub := core.SubmitRequest{
-		RunID: core.NewID("run"), AgentID: agent, Input: req.Input, SessionID: req.SessionID, UserID: req.UserID, Type: core.RunTypeAPI,
+		RunID: core.NewID("run"), AgentID: agent, Input: req.Input, SessionID: req.SessionID,
+		UserID: cmp.Or(req.UserID, p.ID), StartedBy: p.ID, Type: core.RunTypeAPI,
 	}
 	// Listen before the run exists, so its first streamed words are not missed.
 	updates, unsub := s.cfg.Engine.Hub().Subscribe(sub.RunID)
@@ -329,12 +297,35 @@ func (s *server) writeRun(w http.ResponseWriter, r *http.Request, status int, ru
 }
 
 func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
-	run, err := s.cfg.Store.GetRun(r.Context(), r.PathValue("id"))
-	if err != nil {
-		s.fail(w, err)
+	run, ok := s.loadRun(w, r, r.PathValue("id"))
+	if !ok {
 		return
 	}
 	s.writeRun(w, r, http.StatusOK, run)
+}
+
+// loadRun reads run id for a caller who may see its agent.
+func (s *server) loadRun(w http.ResponseWriter, r *http.Request, id string) (core.Run, bool) {
+	run, err := s.cfg.Store.GetRun(r.Context(), id)
+	if err != nil {
+		s.fail(w, err)
+		return run, false
+	}
+	return run, s.agentAllowed(w, r, run.AgentID)
+}
+
+// sessionAllowed checks that a session, when it exists, is of an agent the
+// caller may use.
+func (s *server) sessionAllowed(w http.ResponseWriter, r *http.Request, id string) bool {
+	ses, err := s.cfg.Store.GetSession(r.Context(), id)
+	if errors.Is(err, core.ErrNotFound) {
+		return true
+	}
+	if err != nil {
+		s.fail(w, err)
+		return false
+	}
+	return s.agentAllowed(w, r, ses.AgentID)
 }
 
 func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
@@ -344,8 +335,7 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	if _, err := s.cfg.Store.GetRun(r.Context(), id); err != nil {
-		s.fail(w, err)
+	if _, ok := s.loadRun(w, r, id); !ok {
 		return
 	}
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
@@ -465,18 +455,28 @@ func writeSSE(w io.Writer, event, id string, v any) {
 
 type cancelRequest struct {
 	Reason string `json:"reason"`
-	By     string `json:"by"`
+	// By is accepted for older clients and ignored: who cancels is the key.
+	By string `json:"by"`
 }
 
+// cancelRun cancels a run: operators cancel the runs they started, admins
+// any run.
 func (s *server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	var req cancelRequest
 	if r.ContentLength != 0 && !decode(w, r, &req) {
 		return
 	}
-	if req.By == "" {
-		req.By = "api"
+	p := caller(r)
+	run, ok := s.loadRun(w, r, r.PathValue("id"))
+	if !ok {
+		return
 	}
-	run, err := s.cfg.Engine.Cancel(r.Context(), r.PathValue("id"), req.By, req.Reason)
+	if p.Role < approval.RoleAdmin && run.StartedBy != p.ID {
+		s.forbidden(w, r, p, fmt.Sprintf("run %s was started by %s; an operator cancels only its own runs (admin cancels any)", run.ID, cmp.Or(run.StartedBy, "someone else")))
+		return
+	}
+	run, err := s.cfg.Engine.Cancel(r.Context(), run.ID, core.Cancel{By: p.ID, Reason: req.Reason,
+		Audit: &core.AuditEntry{Principal: p.ID, Route: p.Route, Action: core.AuditCancel, Target: run.ID, Detail: req.Reason}})
 	if errors.Is(err, core.ErrRunFinished) {
 		writeJSON(w, http.StatusConflict, map[string]any{"error": errBody{Code: "run_finished",
 			Message: fmt.Sprintf("run is already %s", run.Status)}, "status": run.Status})
@@ -500,6 +500,8 @@ func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	p := caller(r)
+	page.Items = slices.DeleteFunc(page.Items, func(x core.Session) bool { return !p.MayUseAgent(x.AgentID) })
 	writeJSON(w, http.StatusOK, nonNil(page))
 }
 
@@ -507,6 +509,9 @@ func (s *server) getSession(w http.ResponseWriter, r *http.Request) {
 	ses, err := s.cfg.Store.GetSession(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, err)
+		return
+	}
+	if !s.agentAllowed(w, r, ses.AgentID) {
 		return
 	}
 	writeJSON(w, http.StatusOK, ses)
@@ -518,8 +523,12 @@ func (s *server) sessionRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	if _, err := s.cfg.Store.GetSession(r.Context(), id); err != nil {
+	ses, err := s.cfg.Store.GetSession(r.Context(), id)
+	if err != nil {
 		s.fail(w, err)
+		return
+	}
+	if !s.agentAllowed(w, r, ses.AgentID) {
 		return
 	}
 	page, err := s.cfg.Store.ListRuns(r.Context(), core.RunFilter{SessionID: id, ListOptions: opts})
@@ -546,6 +555,13 @@ func (s *server) listApprovals(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	if p := caller(r); len(p.Agents) > 0 {
+		page.Items, err = visibleApprovals(r.Context(), s.cfg.Store, p, page.Items)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+	}
 	writeJSON(w, http.StatusOK, nonNil(page))
 }
 
@@ -555,16 +571,20 @@ func (s *server) getApproval(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	if _, ok := s.loadRun(w, r, a.RunID); !ok {
+		return
+	}
 	writeJSON(w, http.StatusOK, a)
 }
 
 type decisionRequest struct {
 	Decision string `json:"decision"`
 	Reason   string `json:"reason"`
-	// DecidedBy names the person deciding; default "api".
+	// DecidedBy and Via are accepted for older clients and ignored: the
+	// decider is the key the request carries, the route is api (cli for
+	// the agentgate CLI).
 	DecidedBy string `json:"decided_by"`
-	// Via is the channel recorded with the decision: api (default), cli or console.
-	Via string `json:"via"`
+	Via       string `json:"via"`
 	// ArgsSHA256 binds the decision to the arguments the decider saw.
 	ArgsSHA256 string `json:"args_sha256"`
 }
@@ -578,19 +598,8 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", `decision: must be "approve" or "deny"`)
 		return
 	}
-	switch req.Via {
-	case "":
-		req.Via = "api"
-	case "api", "cli", "console":
-	default:
-		writeError(w, http.StatusBadRequest, "bad_request", `via: must be "api", "cli" or "console"`)
-		return
-	}
-	if req.DecidedBy == "" {
-		req.DecidedBy = req.Via
-	}
 	a, err := s.cfg.Approvals.Decide(r.Context(), r.PathValue("id"), approval.Request{
-		Approve: req.Decision == "approve", By: req.DecidedBy, Via: req.Via, Reason: req.Reason, ArgsSHA256: req.ArgsSHA256,
+		Approve: req.Decision == "approve", Principal: caller(r), Reason: req.Reason, ArgsSHA256: req.ArgsSHA256,
 	})
 	var np *core.NotPendingError
 	var na *approval.NotAllowedError
@@ -609,6 +618,46 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, a)
 	}
+}
+
+// visibleApprovals keeps the approvals of runs whose agent p may use.
+func visibleApprovals(ctx context.Context, st core.Store, p approval.Principal, items []core.Approval) ([]core.Approval, error) {
+	out := items[:0]
+	for _, a := range items {
+		run, err := st.GetRun(ctx, a.RunID)
+		if err != nil {
+			return nil, err
+		}
+		if p.MayUseAgent(run.AgentID) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// listAudit serves GET /api/v1/audit: newest first, filtered by principal,
+// action, target, route and since (RFC 3339).
+func (s *server) listAudit(w http.ResponseWriter, r *http.Request) {
+	opts, ok := listOptions(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	f := core.AuditFilter{Principal: q.Get("principal"), Action: q.Get("action"), Target: q.Get("target"), Route: q.Get("route"), ListOptions: opts}
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", "since: must be an RFC 3339 time like 2026-12-03T09:00:00Z")
+			return
+		}
+		f.Since = t
+	}
+	page, err := s.cfg.Store.ListAudit(r.Context(), f)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, nonNil(page))
 }
 
 // fail maps an error to a response.

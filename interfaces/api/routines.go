@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 
+	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
 )
 
@@ -30,15 +32,16 @@ type Routines interface {
 
 // routineRoutes registers the routine routes on mux.
 func (s *server) routineRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /api/v1/routines", s.listRoutines)
-	mux.HandleFunc("POST /api/v1/routines", s.createRoutine)
-	mux.HandleFunc("GET /api/v1/routines/{id}", s.getRoutine)
-	mux.HandleFunc("PATCH /api/v1/routines/{id}", s.updateRoutine)
-	mux.HandleFunc("DELETE /api/v1/routines/{id}", s.deleteRoutine)
-	mux.HandleFunc("GET /api/v1/routines/{id}/runs", s.routineHistory)
-	mux.HandleFunc("POST /api/v1/routines/{id}/trigger", s.triggerRoutine)
-	mux.HandleFunc("POST /api/v1/routines/{id}/enable", s.toggleRoutine(true))
-	mux.HandleFunc("POST /api/v1/routines/{id}/disable", s.toggleRoutine(false))
+	viewer, operator, admin := approval.RoleViewer, approval.RoleOperator, approval.RoleAdmin
+	mux.HandleFunc("GET /api/v1/routines", s.need(viewer, s.listRoutines))
+	mux.HandleFunc("POST /api/v1/routines", s.need(admin, s.createRoutine))
+	mux.HandleFunc("GET /api/v1/routines/{id}", s.need(viewer, s.getRoutine))
+	mux.HandleFunc("PATCH /api/v1/routines/{id}", s.need(admin, s.updateRoutine))
+	mux.HandleFunc("DELETE /api/v1/routines/{id}", s.need(admin, s.deleteRoutine))
+	mux.HandleFunc("GET /api/v1/routines/{id}/runs", s.need(viewer, s.routineHistory))
+	mux.HandleFunc("POST /api/v1/routines/{id}/trigger", s.need(operator, s.triggerRoutine))
+	mux.HandleFunc("POST /api/v1/routines/{id}/enable", s.need(admin, s.toggleRoutine(true)))
+	mux.HandleFunc("POST /api/v1/routines/{id}/disable", s.need(admin, s.toggleRoutine(false)))
 }
 
 func (s *server) listRoutines(w http.ResponseWriter, r *http.Request) {
@@ -51,21 +54,41 @@ func (s *server) listRoutines(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	p := caller(r)
+	page.Items = slices.DeleteFunc(page.Items, func(x core.Routine) bool { return !p.MayUseAgent(x.AgentID) })
 	writeJSON(w, http.StatusOK, nonNil(page))
 }
 
 func (s *server) getRoutine(w http.ResponseWriter, r *http.Request) {
-	rt, err := s.cfg.Routines.Get(r.Context(), r.PathValue("id"))
-	if err != nil {
-		s.fail(w, err)
+	rt, ok := s.loadRoutine(w, r)
+	if !ok {
 		return
 	}
 	writeJSON(w, http.StatusOK, rt)
 }
 
+// loadRoutine reads the routine of the path for a caller who may use its agent.
+func (s *server) loadRoutine(w http.ResponseWriter, r *http.Request) (core.Routine, bool) {
+	rt, err := s.cfg.Routines.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, err)
+		return rt, false
+	}
+	return rt, s.agentAllowed(w, r, rt.AgentID)
+}
+
+// auditRoutine records a change or trigger of routine id by the caller.
+func (s *server) auditRoutine(r *http.Request, action, id, detail string) {
+	p := caller(r)
+	s.audit(r.Context(), core.AuditEntry{Principal: p.ID, Route: p.Route, Action: action, Target: id, Detail: detail})
+}
+
 func (s *server) routineHistory(w http.ResponseWriter, r *http.Request) {
 	opts, ok := listOptions(w, r)
 	if !ok {
+		return
+	}
+	if _, ok := s.loadRoutine(w, r); !ok {
 		return
 	}
 	page, err := s.cfg.Routines.History(r.Context(), r.PathValue("id"), opts)
@@ -79,7 +102,8 @@ func (s *server) routineHistory(w http.ResponseWriter, r *http.Request) {
 type triggerRequest struct {
 	// Input is appended to the routine's input for this run.
 	Input string `json:"input"`
-	// UserID names who triggered it; default: the routine.
+	// UserID is accepted for older clients and ignored: who triggered the
+	// run is the key.
 	UserID string `json:"user_id"`
 }
 
@@ -88,11 +112,16 @@ func (s *server) triggerRoutine(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 && !decode(w, r, &req) {
 		return
 	}
-	run, err := s.cfg.Routines.Trigger(r.Context(), r.PathValue("id"), req.Input, req.UserID)
+	rt, ok := s.loadRoutine(w, r)
+	if !ok {
+		return
+	}
+	run, err := s.cfg.Routines.Trigger(r.Context(), rt.ID, req.Input, caller(r).ID)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
+	s.auditRoutine(r, core.AuditTrigger, rt.ID, "run "+run.ID)
 	s.writeRun(w, r, http.StatusAccepted, run)
 }
 
@@ -107,6 +136,11 @@ func (s *server) toggleRoutine(enable bool) http.HandlerFunc {
 			s.fail(w, err)
 			return
 		}
+		action := core.AuditRoutineOff
+		if enable {
+			action = core.AuditRoutineEnable
+		}
+		s.auditRoutine(r, action, rt.ID, "")
 		writeJSON(w, http.StatusOK, rt)
 	}
 }
@@ -140,6 +174,7 @@ func (s *server) createRoutine(w http.ResponseWriter, r *http.Request) {
 		s.failRoutine(w, err)
 		return
 	}
+	s.auditRoutine(r, core.AuditRoutineCreate, rt.ID, "deliver_to "+rt.DeliverTo)
 	w.Header().Set("Location", "/api/v1/routines/"+rt.ID)
 	writeJSON(w, http.StatusCreated, rt)
 }
@@ -154,6 +189,7 @@ func (s *server) updateRoutine(w http.ResponseWriter, r *http.Request) {
 		s.failRoutine(w, err)
 		return
 	}
+	s.auditRoutine(r, core.AuditRoutineUpdate, rt.ID, "")
 	writeJSON(w, http.StatusOK, rt)
 }
 
@@ -162,5 +198,6 @@ func (s *server) deleteRoutine(w http.ResponseWriter, r *http.Request) {
 		s.failRoutine(w, err)
 		return
 	}
+	s.auditRoutine(r, core.AuditRoutineDelete, r.PathValue("id"), "")
 	w.WriteHeader(http.StatusNoContent)
 }

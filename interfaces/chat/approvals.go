@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
 )
 
@@ -115,4 +116,56 @@ func AlreadyDecided(a core.Approval, by string) string {
 		return "This request was cancelled."
 	}
 	return fmt.Sprintf("This request was already %s by %s.", a.Status, by)
+}
+
+// Clicker is the principal of a click on a card: the platform's user (from
+// its signed payload), at the message that was clicked.
+func Clicker(act *Action) approval.Principal {
+	p := approval.ChatPrincipal(act.Platform, act.Workspace, act.UserID, act.UserName)
+	p.Groups = act.Groups
+	p.Place = &approval.Place{Platform: act.Platform, Workspace: act.Workspace, Channel: act.Channel, Message: act.MessageRef}
+	return p
+}
+
+// Asker is the principal of someone writing in conversation b (a command),
+// for listing what they may decide there.
+func Asker(platform, workspace, channel, user string) approval.Principal {
+	p := approval.ChatPrincipal(platform, workspace, user, "")
+	p.Place = &approval.Place{Platform: platform, Workspace: workspace, Channel: channel}
+	return p
+}
+
+// Decidable lists the pending approvals of conversation b that p may
+// decide (at most 100). In a direct message b is the DM: theirs.
+func Decidable(ctx context.Context, st interface {
+	ListApprovals(ctx context.Context, f core.ApprovalFilter) (core.Page[core.Approval], error)
+	GetSession(ctx context.Context, id string) (core.Session, error)
+}, d Decider, b core.Binding, p approval.Principal) ([]core.Approval, error) {
+	page, err := st.ListApprovals(ctx, core.ApprovalFilter{Status: core.ApprovalPending, ListOptions: core.ListOptions{Limit: 100}})
+	if err != nil {
+		return nil, err
+	}
+	var out []core.Approval
+	for _, a := range page.Items {
+		ses, err := st.GetSession(ctx, a.SessionID)
+		if err != nil {
+			return nil, err
+		}
+		if ses.Binding.Platform != b.Platform || ses.Binding.Channel != b.Channel ||
+			b.Workspace != "" && ses.Binding.Workspace != "" && ses.Binding.Workspace != b.Workspace {
+			continue
+		}
+		if d.Check(ctx, a, p, false) == nil {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// WhoMay says who may decide a, as a card's approvers line does.
+func WhoMay(a core.Approval, approvers func(ids []string) string) string {
+	if len(a.Policy.Approvers) > 0 {
+		return approvers(a.Policy.Approvers)
+	}
+	return "anyone in this conversation, from the request's card"
 }

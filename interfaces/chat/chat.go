@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
 )
 
@@ -60,6 +61,9 @@ type Action struct {
 	// Thread is the thread the card was posted in, if any.
 	Thread string
 	UserID string
+	// UserName is the clicker's handle or name as the platform sends it
+	// (Telegram @username or first name); may be empty.
+	UserName string
 	// Groups are the clicking user's group/role ids when the platform sends
 	// them with the click (Discord roles); adapters whose payload lacks them
 	// (Slack user groups) leave this empty and the approver check looks them up.
@@ -156,4 +160,10 @@ func SessionID(agent string, in Inbound) string {
 	}
 	sum := sha256.Sum256([]byte(key))
 	return in.Platform + "_" + hex.EncodeToString(sum[:16])
+}
+
+// Author is the principal id of whoever wrote in: the requester of the
+// approvals of the run it starts.
+func Author(in Inbound) string {
+	return approval.ChatPrincipal(in.Platform, in.Workspace, in.UserID, "").ID
 }

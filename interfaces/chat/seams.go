@@ -20,9 +20,16 @@ type SessionGetter interface {
 	GetSession(ctx context.Context, id string) (core.Session, error)
 }
 
-// Decider decides approvals; *approval.Service is one.
+// Decider decides approvals; *approval.Service is one. Adapters only turn
+// a click into a principal (Clicker) and ask: the policy lives there.
 type Decider interface {
 	Decide(ctx context.Context, id string, req approval.Request) (core.Approval, error)
+	// Authorize checks (and audits a refusal of) a decision p is about to
+	// make, before a dialog asks them for a reason.
+	Authorize(ctx context.Context, a core.Approval, p approval.Principal, approve bool) error
+	// Check says whether p may decide a; card false leaves out the check
+	// that p clicked a's card (for listing what p may decide).
+	Check(ctx context.Context, a core.Approval, p approval.Principal, card bool) error
 }
 
 // ApprovalLister reads approvals; core.Store is one.
@@ -30,6 +37,7 @@ type ApprovalLister interface {
 	GetApproval(ctx context.Context, id string) (core.Approval, error)
 	ListApprovals(ctx context.Context, f core.ApprovalFilter) (core.Page[core.Approval], error)
 	GetRun(ctx context.Context, id string) (core.Run, error)
+	GetSession(ctx context.Context, id string) (core.Session, error)
 }
 
 // RoutineRunner lists and triggers routines; *routine.Scheduler is one.

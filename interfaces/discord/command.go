@@ -80,7 +80,7 @@ func (h *Handler) commandText(ctx context.Context, i *discordgo.Interaction, sub
 	case "run":
 		return h.runRoutine(ctx, i, opts["routine"], opts["input"], user)
 	case "approvals":
-		return h.myApprovals(ctx, user, roles)
+		return h.myApprovals(ctx, i, user, roles)
 	}
 	return "Unknown command `" + escape(sub) + "`.\n" + commandHelp, nil
 }
@@ -122,7 +122,7 @@ func (h *Handler) runRoutine(ctx context.Context, i *discordgo.Interaction, id, 
 	if rr == nil {
 		return "Routines are not available on this gateway.", nil
 	}
-	run, err := rr.TriggerIn(ctx, id, extra, user, core.Binding{Platform: chat.PlatformDiscord, Workspace: i.GuildID, Channel: i.ChannelID}, "run:interaction:"+i.ID)
+	run, err := rr.TriggerIn(ctx, id, extra, approval.ChatPrincipal(chat.PlatformDiscord, "", user, "").ID, core.Binding{Platform: chat.PlatformDiscord, Workspace: i.GuildID, Channel: i.ChannelID}, "run:interaction:"+i.ID)
 	if errors.Is(err, core.ErrNotFound) {
 		return fmt.Sprintf("There is no routine `%s`. `/agentgate routines` lists them.", escape(id)), nil
 	}
@@ -133,27 +133,25 @@ func (h *Handler) runRoutine(ctx context.Context, i *discordgo.Interaction, id, 
 	return fmt.Sprintf("Started routine `%s` (run `%s`). Its output will be posted in this channel.", id, run.ID), nil
 }
 
-// myApprovals lists the pending approvals the caller may decide.
-func (h *Handler) myApprovals(ctx context.Context, user string, roles []string) (string, error) {
-	st := h.cfg.Interact.Store
-	if st == nil {
+// myApprovals lists the pending approvals of this channel the caller may decide.
+func (h *Handler) myApprovals(ctx context.Context, i *discordgo.Interaction, user string, roles []string) (string, error) {
+	ic := h.cfg.Interact
+	if ic.Store == nil || ic.Approvals == nil {
 		return "Approvals are not available on this gateway.", nil
 	}
-	page, err := st.ListApprovals(ctx, core.ApprovalFilter{Status: core.ApprovalPending, ListOptions: core.ListOptions{Limit: 200}})
+	p := chat.Asker(chat.PlatformDiscord, i.GuildID, i.ChannelID, user)
+	p.Groups = roles
+	items, err := chat.Decidable(ctx, ic.Store, ic.Approvals, core.Binding{Platform: chat.PlatformDiscord, Channel: i.ChannelID}, p)
 	if err != nil {
 		return "", err
 	}
 	var b strings.Builder
-	n := 0
-	for _, a := range page.Items {
-		if approval.Allowed(a, user, roles) != nil {
-			continue
-		}
-		n++
+	n := len(items)
+	for _, a := range items {
 		fmt.Fprintf(&b, "- run `%s` wants to run `%s` (approval `%s`, expires <t:%d:R>)\n", a.RunID, a.Tool, a.ID, a.ExpiresAt.Unix())
 	}
 	if n == 0 {
 		return "Nothing is waiting for your decision.", nil
 	}
-	return fmt.Sprintf("**Waiting for your decision** (%d)\n%sDecide with the buttons in their threads, or `agentgate approvals approve|deny ID`.", n, b.String()), nil
+	return fmt.Sprintf("**Waiting for your decision in this channel** (%d)\n%sDecide with the buttons on their cards.", n, b.String()), nil
 }

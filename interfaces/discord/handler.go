@@ -269,7 +269,7 @@ func (h *Handler) start(ctx context.Context, key string, e inboxEntry) error {
 		}
 	}
 	run, err := h.cfg.Engine.Submit(ctx, core.SubmitRequest{
-		AgentID: agent, Input: in.Text, SessionID: sid, UserID: in.UserID, Type: core.RunTypeChat,
+		AgentID: agent, Input: in.Text, SessionID: sid, UserID: in.UserID, StartedBy: chat.Author(in), Type: core.RunTypeChat,
 		Binding:  core.Binding{Platform: chat.PlatformDiscord, Workspace: in.Workspace, Channel: in.Channel},
 		Platform: chat.PlatformDiscord, DedupeKey: key,
 	})

@@ -144,6 +144,14 @@ func actor(i *discordgo.Interaction) (user string, roles []string) {
 	return "", nil
 }
 
+// messageID is the message whose component was clicked.
+func messageID(i *discordgo.Interaction) string {
+	if i.Message != nil {
+		return i.Message.ID
+	}
+	return ""
+}
+
 // click decides the approval of an Approve or Deny button: the clicker (and
 // their roles) is checked against the approver policy — a refusal is shown
 // to them alone and changes nothing — and the card is updated to the
@@ -158,6 +166,8 @@ func (h *Handler) click(ctx context.Context, i *discordgo.Interaction) (*discord
 		return ephemeral("Approvals are not available on this gateway."), nil
 	}
 	user, roles := actor(i)
+	p := chat.Clicker(&chat.Action{Platform: chat.PlatformDiscord, Workspace: i.GuildID, Channel: i.ChannelID,
+		MessageRef: messageID(i), UserID: user, Groups: roles})
 	a, err := ic.Store.GetApproval(ctx, id)
 	if errors.Is(err, core.ErrNotFound) {
 		return ephemeral("This approval does not exist (any more)."), nil
@@ -166,14 +176,8 @@ func (h *Handler) click(ctx context.Context, i *discordgo.Interaction) (*discord
 		return nil, err
 	}
 	var notAllowed *approval.NotAllowedError
-	if err := approval.Allowed(a, user, roles); errors.As(err, &notAllowed) {
-		return h.refuse(a, user, notAllowed), nil
-	}
-	if a.Status != core.ApprovalPending {
-		return ephemeral("%s", alreadyDecided(a)), nil
-	}
 	d, err := ic.Approvals.Decide(ctx, a.ID, approval.Request{
-		Approve: action == chat.ActionApprove, By: user, Groups: roles, Via: chat.PlatformDiscord, ArgsSHA256: a.ArgsSHA256,
+		Approve: action == chat.ActionApprove, Principal: p, ArgsSHA256: a.ArgsSHA256,
 	})
 	var np *core.NotPendingError
 	switch {
@@ -198,12 +202,8 @@ func (h *Handler) click(ctx context.Context, i *discordgo.Interaction) (*discord
 }
 
 func (h *Handler) refuse(a core.Approval, user string, why *approval.NotAllowedError) *discordgo.InteractionResponse {
-	who := "anyone in this conversation"
-	if len(a.Policy.Approvers) > 0 {
-		who = Approvers(a.Policy.Approvers)
-	}
 	h.log.Info("discord approval click refused", "approval", a.ID, "user", user, "why", why.Why)
-	return ephemeral("You may not decide this request: %s. Who may: %s.", why.Why, who)
+	return ephemeral("You may not decide this request: %s. Who may: %s.", why.Why, chat.WhoMay(a, Approvers))
 }
 
 func alreadyDecided(a core.Approval) string { return chat.AlreadyDecided(a, decider(a.DecidedBy)) }

@@ -5,8 +5,9 @@
 // speaks streamable HTTP (Handler, mounted at /mcp behind the API keys) and,
 // for clients that launch a command, stdio relayed to that endpoint (Bridge).
 //
-// Every decision made through MCP is recorded with the channel "mcp" and the
-// caller's API key name (api.Caller), or "local" when the API is open.
+// Every decision made through MCP is recorded with the route "mcp" and the
+// caller's API key (key:<name>, api.PrincipalFrom), key:local when the API is
+// open. Tools check the key's role as the REST routes do.
 package mcp
 
 import (
@@ -50,6 +51,10 @@ type Config struct {
 	// PollInterval is how often waiting calls re-read the store in case
 	// another replica changed the run. Default 1s.
 	PollInterval time.Duration
+	// KeepAlive is how often approval_prompt tells a waiting client that it
+	// still waits (a progress notification, or a log message without a
+	// progress token). Default 25s.
+	KeepAlive time.Duration
 	// ApprovalsTo places the sessions of approval_prompt in a chat
 	// conversation, so that its adapter posts their approvals there with
 	// buttons; empty = none (they are decided through MCP, the API or the CLI).
@@ -68,6 +73,9 @@ func (c *Config) defaults() {
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = time.Second
+	}
+	if c.KeepAlive <= 0 {
+		c.KeepAlive = 25 * time.Second
 	}
 }
 
@@ -106,12 +114,16 @@ func Handler(cfg Config) http.Handler {
 	)
 }
 
-// caller is who calls: the API key's name, or "local" when the API is open.
-func caller(ctx context.Context) string {
-	if who := api.Caller(ctx); who != "" {
-		return who
+// caller is who calls: the API key's principal (key:local, an admin, when
+// the API is open), on the route mcp.
+func caller(ctx context.Context) approval.Principal {
+	p, ok := api.PrincipalFrom(ctx)
+	if !ok {
+		// Reached without the auth middleware (a test server): nobody.
+		return approval.Principal{Route: Via}
 	}
-	return "local"
+	p.Route = Via
+	return p
 }
 
 // client returns what the client told about itself and what it can do.

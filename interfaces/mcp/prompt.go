@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/tool/schema"
 )
 
 // permission is approval_prompt's answer, as Claude Code's
@@ -36,16 +38,25 @@ func (h *handlers) approvalPrompt(ctx context.Context, req mcpgo.CallToolRequest
 	if err := req.BindArguments(&args); err != nil || len(args.Input) == 0 || args.Input[0] != '{' {
 		return mcpgo.NewToolResultError(`input: required, the tool's input as a JSON object, e.g. {"command":"ls"}`), nil
 	}
+	if args.ToolUseID != "" && len(args.ToolUseID) > 256 {
+		return mcpgo.NewToolResultError("tool_use_id: at most 256 characters"), nil
+	}
+	canon, err := schema.Canonical(args.Input)
+	if err != nil {
+		return mcpgo.NewToolResultErrorf("input: %v", err), nil
+	}
 	who := caller(ctx)
 	x := core.ExternalCall{
-		Agent: clientAgent(ctx), UserID: who, Binding: h.cfg.ApprovalsTo,
-		Call: core.ToolCall{ID: args.ToolUseID, Name: name, Arguments: args.Input},
+		Agent: clientAgent(ctx), UserID: who.ID, Binding: h.cfg.ApprovalsTo,
+		Call: core.ToolCall{ID: args.ToolUseID, Name: name, Arguments: canon},
 	}
 	if sid := sessionID(ctx); sid != "" {
 		x.SessionID = "mcp-" + sid
 	}
 	if args.ToolUseID != "" {
-		x.Platform, x.DedupeKey = Via, who+":"+args.ToolUseID
+		// A repeat waits on the same approval only for the same caller,
+		// call id, tool and input: anything else is asked again.
+		x.Platform, x.DedupeKey = Via, who.ID+":"+args.ToolUseID+":"+schema.SHA256([]byte(name+"\x00"+string(canon)))
 	}
 	run, err := h.cfg.Engine.SubmitExternal(ctx, x)
 	var dup *core.DuplicateError
@@ -58,13 +69,15 @@ func (h *handlers) approvalPrompt(ctx context.Context, req mcpgo.CallToolRequest
 	updates, unsub := h.cfg.Engine.Hub().Subscribe(run.ID)
 	defer unsub()
 	release := h.await(run.ID)
+	stop := h.keepAlive(ctx, req, run.ID)
 	run, err = h.follow(ctx, run.ID, updates, newProgress(ctx, h.srv, req), func(r core.Run) bool { return r.Status.Terminal() })
+	stop()
 	last := release()
 	if err != nil && ctx.Err() != nil {
 		if !last {
 			return nil, err
 		}
-		if _, cerr := h.cfg.Engine.Cancel(context.WithoutCancel(ctx), run.ID, who, "the MCP client stopped waiting for the decision"); cerr != nil && !errors.Is(cerr, core.ErrRunFinished) {
+		if _, cerr := h.cfg.Engine.Cancel(context.WithoutCancel(ctx), run.ID, core.Cancel{By: who.ID, Reason: "the MCP client stopped waiting for the decision"}); cerr != nil && !errors.Is(cerr, core.ErrRunFinished) {
 			h.cfg.Logger.Warn("cancel the approval of a client that went away", "run", run.ID, "err", cerr)
 		}
 		return nil, err
@@ -79,8 +92,9 @@ func (h *handlers) approvalPrompt(ctx context.Context, req mcpgo.CallToolRequest
 		if err != nil {
 			return failure(err), nil
 		}
-		if len(p.Items) == 1 {
-			answer = permission{Behavior: "allow", UpdatedInput: args.Input}
+		// Allow exactly what was approved: its tool and its arguments.
+		if len(p.Items) == 1 && p.Items[0].Tool == name && p.Items[0].ArgsSHA256 == schema.SHA256(canon) {
+			answer = permission{Behavior: "allow", UpdatedInput: p.Items[0].Arguments}
 		}
 	case core.RunCancelled:
 		answer.Message = "agentgate: the approval request was cancelled"
@@ -89,6 +103,38 @@ func (h *handlers) approvalPrompt(ctx context.Context, req mcpgo.CallToolRequest
 	}
 	b, _ := json.Marshal(answer) // our own struct always marshals
 	return mcpgo.NewToolResultText(string(b)), nil
+}
+
+// keepAlive sends a notification every KeepAlive while the call waits for
+// a person, so that clients which drop a silent call (Claude Code over
+// streamable HTTP, after 5 minutes) keep waiting: a progress notification
+// when the call carries a progress token, else a log message. The returned
+// func stops it.
+func (h *handlers) keepAlive(ctx context.Context, req mcpgo.CallToolRequest, runID string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(h.cfg.KeepAlive)
+		defer t.Stop()
+		p := newProgress(ctx, h.srv, req)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			msg := "still waiting for a person to decide (run " + runID + ")"
+			if p.enabled() {
+				p.say(msg)
+				continue
+			}
+			_ = h.srv.SendNotificationToClient(ctx, string(mcpgo.MethodNotificationMessage), map[string]any{
+				"level": "info", "logger": "agentgate", "data": msg,
+			})
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // await counts a call waiting on run id until the returned func is called;

@@ -43,8 +43,12 @@ func (h *handlers) runAgent(ctx context.Context, req mcpgo.CallToolRequest) (*mc
 		if bad != nil {
 			return bad, nil
 		}
+		if bad := mayUse(ctx, agent); bad != nil {
+			return bad, nil
+		}
+		p := caller(ctx)
 		submit = &core.SubmitRequest{RunID: core.NewID("run"), AgentID: agent, Input: input,
-			SessionID: req.GetString("session_id", ""), UserID: caller(ctx), Type: core.RunTypeMCP}
+			SessionID: req.GetString("session_id", ""), UserID: p.ID, StartedBy: p.ID, Type: core.RunTypeMCP}
 		st.RunID = submit.RunID
 	}
 	// Listen before the run starts or moves on, so no step and no streamed

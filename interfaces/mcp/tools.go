@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -43,7 +44,7 @@ func (h *handlers) register(s *server.MCPServer) {
 	s.AddTool(mcpgo.NewTool("list_agents",
 		mcpgo.WithDescription("List the agents this gateway runs, with their description, model and tools (and whether a tool needs a person's approval)."),
 		readOnly,
-	), h.listAgents)
+	), h.need(approval.RoleViewer, h.listAgents))
 	s.AddTool(mcpgo.NewTool("run_agent",
 		mcpgo.WithDescription("Send input to an agent and wait for its answer. The run is durable: when the agent wants to use a tool that needs approval, the run pauses. "+
 			"If this client can ask its user (elicitation), the user is asked to approve or deny right here and the run continues; "+
@@ -52,12 +53,12 @@ func (h *handlers) register(s *server.MCPServer) {
 		mcpgo.WithString("input", mcpgo.Required(), mcpgo.MinLength(1), mcpgo.Description("what to tell the agent")),
 		mcpgo.WithString("session_id", mcpgo.Description("continue this session (a session_id of an earlier run); omit it to start a new one")),
 		mcpgo.WithDestructiveHintAnnotation(false), mcpgo.WithOpenWorldHintAnnotation(true),
-	), h.runAgent)
+	), h.need(approval.RoleOperator, h.runAgent))
 	s.AddTool(mcpgo.NewTool("get_run",
 		mcpgo.WithDescription("Show a run: its status (queued, running, paused, completed, failed, cancelled), input, output or error, and its pending approvals."),
 		mcpgo.WithString("run_id", mcpgo.Required(), mcpgo.Description("run id, e.g. run_…")),
 		readOnly,
-	), h.getRun)
+	), h.need(approval.RoleViewer, h.getRun))
 	s.AddTool(mcpgo.NewTool("list_approvals",
 		mcpgo.WithDescription("List approvals: tool calls of agents that wait for (or got) a person's decision, with the tool, its arguments, who asked and when it expires."),
 		mcpgo.WithString("status", mcpgo.Enum("pending", "approved", "denied", "expired", "cancelled", "all"), mcpgo.DefaultString("pending"),
@@ -65,7 +66,7 @@ func (h *handlers) register(s *server.MCPServer) {
 		mcpgo.WithString("run_id", mcpgo.Description("only the approvals of this run")),
 		cursorArg,
 		readOnly,
-	), h.listApprovals)
+	), h.need(approval.RoleViewer, h.listApprovals))
 	s.AddTool(mcpgo.NewTool("decide_approval",
 		mcpgo.WithDescription("Approve or deny a pending approval. The first decision wins; the paused run then resumes (an approved tool runs, a denied one does not). "+
 			"The decision is recorded with this API key's identity and the channel mcp."),
@@ -74,19 +75,19 @@ func (h *handlers) register(s *server.MCPServer) {
 		mcpgo.WithString("reason", mcpgo.Description("why; shown to the agent and to the team")),
 		mcpgo.WithString("args_sha256", mcpgo.Description("the approval's args_sha256 as you were shown it: the decision is refused if the arguments changed")),
 		mcpgo.WithDestructiveHintAnnotation(true), mcpgo.WithIdempotentHintAnnotation(false), mcpgo.WithOpenWorldHintAnnotation(true),
-	), h.decideApproval)
+	), h.need(approval.RoleApprover, h.decideApproval))
 	if h.cfg.Routines != nil {
 		s.AddTool(mcpgo.NewTool("list_routines",
 			mcpgo.WithDescription("List routines: standing jobs for agents (a schedule or on demand), with their schedule, next and last fire and whether they are enabled."),
 			cursorArg,
 			readOnly,
-		), h.listRoutines)
+		), h.need(approval.RoleViewer, h.listRoutines))
 		s.AddTool(mcpgo.NewTool("trigger_routine",
 			mcpgo.WithDescription("Fire a routine now, whatever its schedule; returns the run it started (follow it with get_run)."),
 			mcpgo.WithString("routine_id", mcpgo.Required(), mcpgo.Description("routine id, from list_routines")),
 			mcpgo.WithString("input", mcpgo.Description("extra input appended to the routine's own")),
 			mcpgo.WithDestructiveHintAnnotation(false), mcpgo.WithOpenWorldHintAnnotation(true),
-		), h.triggerRoutine)
+		), h.need(approval.RoleOperator, h.triggerRoutine))
 	}
 	s.AddTool(mcpgo.NewTool("list_sessions",
 		mcpgo.WithDescription("List sessions (conversations with one agent), oldest first."),
@@ -94,13 +95,13 @@ func (h *handlers) register(s *server.MCPServer) {
 		mcpgo.WithString("user_id", mcpgo.Description("only this user's sessions")),
 		cursorArg,
 		readOnly,
-	), h.listSessions)
+	), h.need(approval.RoleViewer, h.listSessions))
 	s.AddTool(mcpgo.NewTool("get_session_messages",
 		mcpgo.WithDescription("Read a session's conversation in order: each run's input (role user) and answer (role assistant), or how the run ended when it has no answer."),
 		mcpgo.WithString("session_id", mcpgo.Required(), mcpgo.Description("session id, from list_sessions or a run")),
 		cursorArg,
 		readOnly,
-	), h.sessionMessages)
+	), h.need(approval.RoleViewer, h.sessionMessages))
 	s.AddTool(mcpgo.NewTool("approval_prompt",
 		mcpgo.WithDescription("Ask a person to approve a tool call of a coding agent before it runs, through the gateway's approval flow (chat buttons, API, CLI). "+
 			"Blocks until the approval is decided or expires. Made for Claude Code: claude -p --permission-prompt-tool mcp__agentgate__approval_prompt. "+
@@ -109,7 +110,7 @@ func (h *handlers) register(s *server.MCPServer) {
 		mcpgo.WithObject("input", mcpgo.Required(), mcpgo.Description("the tool's input, as the agent would call it")),
 		mcpgo.WithString("tool_use_id", mcpgo.Description("the agent's id for this call; a repeated call with the same id waits on the same approval")),
 		mcpgo.WithDestructiveHintAnnotation(false), mcpgo.WithOpenWorldHintAnnotation(true),
-	), h.approvalPrompt)
+	), h.need(approval.RoleOperator, h.approvalPrompt))
 	h.registerResources(s)
 }
 
@@ -173,6 +174,9 @@ func (h *handlers) getRun(ctx context.Context, req mcpgo.CallToolRequest) (*mcpg
 	if err != nil {
 		return failure(err), nil
 	}
+	if bad := mayUse(ctx, run.AgentID); bad != nil {
+		return bad, nil
+	}
 	v, err := api.ViewRun(ctx, h.cfg.Store, run)
 	if err != nil {
 		return failure(err), nil
@@ -210,8 +214,44 @@ func (h *handlers) decideApproval(ctx context.Context, req mcpgo.CallToolRequest
 // decide records a decision made through MCP, as the caller.
 func (h *handlers) decide(ctx context.Context, id string, approve bool, reason, argsSHA string) (core.Approval, error) {
 	return h.cfg.Approvals.Decide(ctx, id, approval.Request{
-		Approve: approve, By: caller(ctx), Via: Via, Reason: reason, ArgsSHA256: argsSHA,
+		Approve: approve, Principal: caller(ctx), Reason: reason, ArgsSHA256: argsSHA,
 	})
+}
+
+// need lets only callers with at least role use a tool; others get a tool
+// error and an audit entry.
+func (h *handlers) need(role approval.Role, next server.ToolHandlerFunc) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		p := caller(ctx)
+		if p.Role < role {
+			why := fmt.Sprintf("the key's role %s may not call %s; it needs %s or above", p.Role, req.Params.Name, role)
+			h.audit(ctx, core.AuditEntry{Principal: p.ID, Route: Via, Action: core.AuditForbidden, Target: "tool " + req.Params.Name,
+				Outcome: core.AuditDenied, Detail: why})
+			return mcpgo.NewToolResultError(why), nil
+		}
+		return next(ctx, req)
+	}
+}
+
+// audit appends e to the audit log; a failure is logged.
+func (h *handlers) audit(ctx context.Context, e core.AuditEntry) {
+	if e.At.IsZero() {
+		e.At = time.Now().UTC()
+	}
+	if e.Outcome == "" {
+		e.Outcome = core.AuditOK
+	}
+	if err := h.cfg.Store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
+		h.cfg.Logger.Error("audit log", "action", e.Action, "target", e.Target, "err", err)
+	}
+}
+
+// mayUse reports whether the caller's key may act on agent's runs.
+func mayUse(ctx context.Context, agent string) *mcpgo.CallToolResult {
+	if caller(ctx).MayUseAgent(agent) {
+		return nil
+	}
+	return mcpgo.NewToolResultErrorf("the key is limited to other agents than %s", agent)
 }
 
 func (h *handlers) listRoutines(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
@@ -223,10 +263,17 @@ func (h *handlers) triggerRoutine(ctx context.Context, req mcpgo.CallToolRequest
 	if bad != nil {
 		return bad, nil
 	}
-	run, err := h.cfg.Routines.Trigger(ctx, id, req.GetString("input", ""), caller(ctx))
+	if rt, err := h.cfg.Routines.Get(ctx, id); err != nil {
+		return failure(err), nil
+	} else if bad := mayUse(ctx, rt.AgentID); bad != nil {
+		return bad, nil
+	}
+	p := caller(ctx)
+	run, err := h.cfg.Routines.Trigger(ctx, id, req.GetString("input", ""), p.ID)
 	if err != nil {
 		return failure(err), nil
 	}
+	h.audit(ctx, core.AuditEntry{Principal: p.ID, Route: Via, Action: core.AuditTrigger, Target: id, Detail: "run " + run.ID})
 	return jsonResult(run), nil
 }
 

@@ -97,7 +97,7 @@ func (h *Handler) runRoutine(ctx context.Context, cmd *chat.Command, name, rest,
 	if id == "" {
 		return ephemeral("Name the routine: `/%s run <routine> [extra input]`. `/%s routines` lists them.", name, name), nil
 	}
-	run, err := rr.TriggerIn(ctx, id, extra, cmd.UserID, core.Binding{
+	run, err := rr.TriggerIn(ctx, id, extra, approval.ChatPrincipal(chat.PlatformSlack, cmd.Workspace, cmd.UserID, "").ID, core.Binding{
 		Platform: chat.PlatformSlack, Workspace: cmd.Workspace, Channel: cmd.Channel,
 	}, "run:"+key)
 	if errors.Is(err, core.ErrNotFound) {
@@ -116,31 +116,27 @@ func (h *Handler) myApprovals(ctx context.Context, cmd *chat.Command) (any, erro
 	if st == nil {
 		return ephemeral("Approvals are not available on this gateway."), nil
 	}
-	var b strings.Builder
-	n := 0
-	opts := core.ApprovalFilter{Status: core.ApprovalPending, ListOptions: core.ListOptions{Limit: 200}}
-	page, err := st.ListApprovals(ctx, opts)
+	ic := h.cfg.Interact
+	if ic.Approvals == nil {
+		return ephemeral("Approvals are not available on this gateway."), nil
+	}
+	p := chat.Asker(chat.PlatformSlack, cmd.Workspace, cmd.Channel, cmd.UserID)
+	p.MemberOf = func(ctx context.Context, group string) (bool, error) {
+		groups, err := h.groupsOf(ctx, []string{group}, cmd.UserID)
+		return len(groups) > 0, err
+	}
+	items, err := chat.Decidable(ctx, st, ic.Approvals, core.Binding{Platform: chat.PlatformSlack, Workspace: cmd.Workspace, Channel: cmd.Channel}, p)
 	if err != nil {
 		return nil, err
 	}
-	for _, a := range page.Items {
-		groups, err := h.groupsOf(ctx, a.Policy.Approvers, cmd.UserID)
-		if err != nil {
-			return nil, err
-		}
-		if approval.Allowed(a, cmd.UserID, groups) != nil {
-			continue
-		}
-		n++
+	var b strings.Builder
+	n := len(items)
+	for _, a := range items {
 		fmt.Fprintf(&b, "• `%s` wants to run `%s` (approval `%s`, expires %s)\n", a.RunID, escapeMrkdwn(a.Tool), a.ID,
 			slackDate(a.ExpiresAt, "{date_short_pretty} {time}", a.ExpiresAt.UTC().Format("Jan 2 15:04 UTC")))
 	}
 	if n == 0 {
 		return ephemeral("Nothing is waiting for your decision."), nil
 	}
-	more := ""
-	if page.NextCursor != "" {
-		more = "…and maybe more: `agentgate approvals list` shows all.\n"
-	}
-	return ephemeral("*Waiting for your decision* (%d)\n%s%sDecide with the buttons in their threads, or `agentgate approvals approve|deny ID`.", n, b.String(), more), nil
+	return ephemeral("*Waiting for your decision in this channel* (%d)\n%sDecide with the buttons on their cards.", n, b.String()), nil
 }

@@ -224,6 +224,7 @@ func (h *Handler) start(ctx context.Context, key string, in chat.Inbound) error 
 		Input:     in.Text,
 		SessionID: sid,
 		UserID:    in.UserID,
+		StartedBy: chat.Author(in),
 		Type:      core.RunTypeChat,
 		Binding: core.Binding{Platform: chat.PlatformSlack, Workspace: in.Workspace,
 			Channel: in.Channel, Thread: in.Thread},

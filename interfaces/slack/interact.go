@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,6 +45,9 @@ type denyMeta struct {
 	ApprovalID string `json:"approval_id"`
 	Channel    string `json:"channel"`
 	Thread     string `json:"thread,omitempty"`
+	// Message is the card that was clicked (its ts): the submission counts
+	// as a click there.
+	Message string `json:"message,omitempty"`
 }
 
 // Block and action ids of the deny modal's reason input.
@@ -91,7 +95,7 @@ func parseDenySubmission(cb slackapi.InteractionCallback) (Request, error) {
 		Kind:      KindAction,
 		DedupeKey: "view:" + cb.View.ID + ":" + cb.View.Hash,
 		Action: &chat.Action{
-			Platform: chat.PlatformSlack, Workspace: cb.Team.ID, Channel: meta.Channel, Thread: meta.Thread,
+			Platform: chat.PlatformSlack, Workspace: cmp.Or(cb.Team.ID, cb.User.TeamID), Channel: meta.Channel, Thread: meta.Thread, MessageRef: meta.Message,
 			UserID: cb.User.ID, ActionID: chat.ActionDeny, ApprovalID: meta.ApprovalID,
 			Confirmed: true, Reason: reason,
 		},
@@ -117,14 +121,14 @@ func (h *Handler) action(ctx context.Context, req Request) error {
 	if err != nil {
 		return err
 	}
-	groups, err := h.groupsOf(ctx, a.Policy.Approvers, act.UserID)
-	if err != nil {
-		return err
-	}
+	p := h.clicker(act)
+	approve := act.ActionID == chat.ActionApprove
 	var notAllowed *approval.NotAllowedError
-	if err := approval.Allowed(a, act.UserID, groups); errors.As(err, &notAllowed) {
+	if err := ic.Approvals.Authorize(ctx, a, p, approve); errors.As(err, &notAllowed) {
 		h.refuse(act, a, notAllowed)
 		return nil
+	} else if err != nil {
+		return err
 	}
 	if a.Status != core.ApprovalPending {
 		h.tell(act.Channel, act.Thread, act.UserID, alreadyDecided(a))
@@ -135,7 +139,7 @@ func (h *Handler) action(ctx context.Context, req Request) error {
 		if err != nil {
 			return err
 		}
-		meta, _ := json.Marshal(denyMeta{ApprovalID: a.ID, Channel: act.Channel, Thread: act.Thread})
+		meta, _ := json.Marshal(denyMeta{ApprovalID: a.ID, Channel: act.Channel, Thread: act.Thread, Message: act.MessageRef})
 		err = ic.Client.OpenView(ctx, act.TriggerID, DenyModal(chat.Card(a, run, Approvers), string(meta)))
 		if err == nil {
 			return nil // the decision comes with the modal's submission
@@ -143,8 +147,7 @@ func (h *Handler) action(ctx context.Context, req Request) error {
 		h.log.Warn("slack deny modal could not open; denying without a reason", "approval", a.ID, "err", err)
 	}
 	_, err = ic.Approvals.Decide(ctx, a.ID, approval.Request{
-		Approve: act.ActionID == chat.ActionApprove, By: act.UserID, Groups: groups, Via: chat.PlatformSlack,
-		Reason: act.Reason, ArgsSHA256: a.ArgsSHA256,
+		Approve: approve, Principal: p, Reason: act.Reason, ArgsSHA256: a.ArgsSHA256,
 	})
 	var np *core.NotPendingError
 	switch {
@@ -157,9 +160,20 @@ func (h *Handler) action(ctx context.Context, req Request) error {
 	case err != nil:
 		return err
 	default:
-		h.log.Info("slack approval decided", "approval", a.ID, "by", act.UserID, "action", act.ActionID)
+		h.log.Info("slack approval decided", "approval", a.ID, "by", p.ID, "action", act.ActionID)
 	}
 	return nil
+}
+
+// clicker is the principal of a click, who is in a Slack user group when
+// usergroups.users.list says so.
+func (h *Handler) clicker(act *chat.Action) approval.Principal {
+	p := chat.Clicker(act)
+	p.MemberOf = func(ctx context.Context, group string) (bool, error) {
+		groups, err := h.groupsOf(ctx, []string{group}, act.UserID)
+		return len(groups) > 0, err
+	}
+	return p
 }
 
 // groupsOf returns the user groups among approvers that user belongs to.
@@ -181,11 +195,7 @@ func (h *Handler) groupsOf(ctx context.Context, approvers []string, user string)
 }
 
 func (h *Handler) refuse(act *chat.Action, a core.Approval, why *approval.NotAllowedError) {
-	who := "anyone in this conversation"
-	if len(a.Policy.Approvers) > 0 {
-		who = Approvers(a.Policy.Approvers)
-	}
-	msg := fmt.Sprintf("You may not decide this request: %s. Who may: %s.", why.Why, who)
+	msg := fmt.Sprintf("You may not decide this request: %s. Who may: %s.", why.Why, chat.WhoMay(a, Approvers))
 	h.log.Info("slack approval click refused", "approval", a.ID, "user", act.UserID, "why", why.Why)
 	h.tell(act.Channel, act.Thread, act.UserID, msg)
 }

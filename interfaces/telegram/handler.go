@@ -183,7 +183,7 @@ func (h *Handler) start(ctx context.Context, key string, in chat.Inbound) error 
 		return err
 	}
 	run, err := h.cfg.Engine.Submit(ctx, core.SubmitRequest{
-		AgentID: agent, Input: in.Text, SessionID: sid, UserID: in.UserID, Type: core.RunTypeChat,
+		AgentID: agent, Input: in.Text, SessionID: sid, UserID: in.UserID, StartedBy: chat.Author(in), Type: core.RunTypeChat,
 		Binding:  core.Binding{Platform: chat.PlatformTelegram, Channel: in.Channel, Thread: in.Thread},
 		Platform: chat.PlatformTelegram, DedupeKey: key,
 	})

@@ -52,7 +52,7 @@ func (h *Handler) decide(ctx context.Context, act *chat.Action) (string, error) 
 		return "", err
 	}
 	_, err = h.cfg.Approvals.Decide(ctx, a.ID, approval.Request{
-		Approve: act.ActionID == chat.ActionApprove, By: act.UserID, Via: chat.PlatformTelegram, ArgsSHA256: a.ArgsSHA256,
+		Approve: act.ActionID == chat.ActionApprove, Principal: chat.Clicker(act), ArgsSHA256: a.ArgsSHA256,
 	})
 	var notAllowed *approval.NotAllowedError
 	var np *core.NotPendingError
@@ -92,7 +92,7 @@ func (h *Handler) command(ctx context.Context, key string, req Request) error {
 	case "run":
 		text, err = h.runRoutine(ctx, cmd, req.Thread, key)
 	case "approvals":
-		text, err = h.pendingApprovals(ctx, cmd.UserID)
+		text, err = h.pendingApprovals(ctx, cmd)
 	case "new":
 		return h.fresh(ctx, cmd, req.Thread)
 	default:
@@ -133,7 +133,7 @@ func (h *Handler) runRoutine(ctx context.Context, cmd *chat.Command, thread, key
 	if id == "" {
 		return "Which routine? /run <routine> [extra input]; /routines lists them.", nil
 	}
-	run, err := h.cfg.Routines.TriggerIn(ctx, id, strings.TrimSpace(extra), cmd.UserID,
+	run, err := h.cfg.Routines.TriggerIn(ctx, id, strings.TrimSpace(extra), approval.ChatPrincipal(chat.PlatformTelegram, "", cmd.UserID, "").ID,
 		core.Binding{Platform: chat.PlatformTelegram, Channel: cmd.Channel, Thread: thread}, "run:"+key)
 	var inputErr *core.InputError
 	switch {
@@ -147,23 +147,22 @@ func (h *Handler) runRoutine(ctx context.Context, cmd *chat.Command, thread, key
 	return fmt.Sprintf("Running %s (run %s); its output will be posted here.", id, run.ID), nil
 }
 
-func (h *Handler) pendingApprovals(ctx context.Context, user string) (string, error) {
-	if h.cfg.Store == nil {
+// pendingApprovals lists what the asker may decide in this chat.
+func (h *Handler) pendingApprovals(ctx context.Context, cmd *chat.Command) (string, error) {
+	if h.cfg.Store == nil || h.cfg.Approvals == nil {
 		return "Approvals are not available here.", nil
 	}
-	page, err := h.cfg.Store.ListApprovals(ctx, core.ApprovalFilter{Status: core.ApprovalPending, ListOptions: core.ListOptions{Limit: 100}})
+	p := chat.Asker(chat.PlatformTelegram, "", cmd.Channel, cmd.UserID)
+	items, err := chat.Decidable(ctx, h.cfg.Store, h.cfg.Approvals, core.Binding{Platform: chat.PlatformTelegram, Channel: cmd.Channel}, p)
 	if err != nil {
 		return "", err
 	}
 	var b strings.Builder
-	for _, a := range page.Items {
-		if approval.Allowed(a, user, nil) != nil {
-			continue
-		}
+	for _, a := range items {
 		fmt.Fprintf(&b, "• %s: %s, expires %s\n", a.ID, a.Tool, a.ExpiresAt.UTC().Format("Jan 2 15:04 UTC"))
 	}
 	if b.Len() == 0 {
-		return "No requests are waiting for your decision.", nil
+		return "No requests in this chat are waiting for your decision.", nil
 	}
-	return "Waiting for your decision:\n" + b.String(), nil
+	return "Waiting for your decision in this chat:\n" + b.String(), nil
 }

@@ -169,7 +169,10 @@ func (p Parser) callback(req *Request, q *models.CallbackQuery) {
 	}
 	req.Kind, req.CallbackID = KindCallback, q.ID
 	req.Action = &chat.Action{Platform: chat.PlatformTelegram, UserID: strconv.FormatInt(q.From.ID, 10),
-		ActionID: action, ApprovalID: q.Data[2:]}
+		UserName: userName(q.From), ActionID: action, ApprovalID: q.Data[2:]}
+	if q.From.ID == 0 {
+		req.Action.UserID = "" // no user: the click decides nothing
+	}
 	if m := q.Message.Message; m != nil {
 		req.Action.Channel = strconv.FormatInt(m.Chat.ID, 10)
 		req.Action.MessageRef = strconv.Itoa(m.ID)
@@ -177,4 +180,12 @@ func (p Parser) callback(req *Request, q *models.CallbackQuery) {
 			req.Action.Thread = strconv.Itoa(m.MessageThreadID)
 		}
 	}
+}
+
+// userName shows a Telegram user: @username, else their first name.
+func userName(u models.User) string {
+	if u.Username != "" {
+		return "@" + u.Username
+	}
+	return strings.TrimSpace(u.FirstName + " " + u.LastName)
 }

@@ -1,0 +1,181 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	approval "github.com/agentgate/agentgate/approvals"
+	"github.com/agentgate/agentgate/core"
+)
+
+// Key is one accepted bearer key: its secret, the name it acts as
+// (key:<name>), its role and the agents it is limited to (empty = all).
+type Key struct {
+	Name   string
+	Secret string
+	Role   approval.Role
+	Agents []string
+}
+
+// KeyName names a key without revealing it: "env-" and the first 8 hex
+// digits of its SHA-256 (`printf %s "$KEY" | sha256sum | cut -c1-8`), for
+// keys that come without a name (AGENTGATE_API_KEYS).
+func KeyName(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return "env-" + hex.EncodeToString(sum[:4])
+}
+
+// LocalName is the key name of every caller when no keys are configured
+// (the API is open on loopback): key:local, an admin.
+const LocalName = "local"
+
+type principalKey struct{}
+
+// WithPrincipal returns ctx carrying p (for handlers mounted elsewhere and
+// for tests).
+func WithPrincipal(ctx context.Context, p approval.Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalFrom is who sent an authenticated request: its API key, or
+// key:local (admin) when the API is open. ok is false outside a request
+// that passed the auth middleware.
+func PrincipalFrom(ctx context.Context) (p approval.Principal, ok bool) {
+	p, ok = ctx.Value(principalKey{}).(approval.Principal)
+	return p, ok
+}
+
+// cliAgent is the User-Agent prefix of the agentgate CLI: its requests are
+// recorded with the route cli. The route is a label; who acted is the key.
+const cliAgent = "agentgate-cli/"
+
+func route(r *http.Request) string {
+	if strings.HasPrefix(r.UserAgent(), cliAgent) {
+		return approval.RouteCLI
+	}
+	return approval.RouteAPI
+}
+
+// auth finds the request's key (compared in constant time against every
+// key) and passes its principal on; a missing or unknown key gets 401 and
+// an audit entry (at most a few a second, so a flood cannot fill the log).
+func (s *server) auth(next http.Handler) http.Handler {
+	if len(s.cfg.Keys) == 0 {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p := approval.KeyPrincipal(LocalName, approval.RoleAdmin, nil, route(r))
+			next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
+		})
+	}
+	secrets := make([][]byte, len(s.cfg.Keys))
+	for i, k := range s.cfg.Keys {
+		secrets[i] = []byte(k.Secret)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		found := -1
+		if ok {
+			for i, k := range secrets {
+				if subtle.ConstantTimeCompare([]byte(got), k) == 1 {
+					found = i
+				}
+			}
+		}
+		if found >= 0 {
+			k := s.cfg.Keys[found]
+			p := approval.KeyPrincipal(k.Name, k.Role, k.Agents, route(r))
+			next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
+			return
+		}
+		detail := "no key"
+		if ok || r.Header.Get("Authorization") != "" {
+			detail = "unknown key"
+		}
+		s.refusedKey(r, detail)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="agentgate"`)
+		writeError(w, http.StatusUnauthorized, "unauthorized", "send a valid API key as 'Authorization: Bearer <key>'")
+	})
+}
+
+// refusals bounds the audit entries of refused keys.
+type refusals struct {
+	once    sync.Once
+	limit   *rate.Limiter
+	mu      sync.Mutex
+	dropped int
+}
+
+func (s *server) refusedKey(r *http.Request, detail string) {
+	s.refused.once.Do(func() { s.refused.limit = rate.NewLimiter(5, 20) })
+	s.refused.mu.Lock()
+	if !s.refused.limit.Allow() {
+		s.refused.dropped++
+		s.refused.mu.Unlock()
+		return
+	}
+	if n := s.refused.dropped; n > 0 {
+		detail += fmt.Sprintf(" (and %d more refused since the last entry)", n)
+		s.refused.dropped = 0
+	}
+	s.refused.mu.Unlock()
+	s.audit(r.Context(), core.AuditEntry{Route: route(r), Action: core.AuditKeyRefused, Target: r.Method + " " + r.URL.Path,
+		Outcome: core.AuditDenied, Detail: detail + " from " + r.RemoteAddr})
+}
+
+// audit appends e to the audit log; a failure is logged (the request's
+// outcome does not depend on it).
+func (s *server) audit(ctx context.Context, e core.AuditEntry) {
+	if e.At.IsZero() {
+		e.At = time.Now().UTC()
+	}
+	if e.Outcome == "" {
+		e.Outcome = core.AuditOK
+	}
+	if err := s.cfg.Store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
+		s.log.Error("audit log", "action", e.Action, "target", e.Target, "err", err)
+	}
+}
+
+// need wraps h so that only principals with at least role reach it; others
+// get 403 and an audit entry.
+func (s *server) need(role approval.Role, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, _ := PrincipalFrom(r.Context())
+		if p.Role < role {
+			s.forbidden(w, r, p, fmt.Sprintf("the key's role %s may not do this; it needs %s or above", p.Role, role))
+			return
+		}
+		h(w, r)
+	}
+}
+
+// forbidden answers 403 and audits the refusal.
+func (s *server) forbidden(w http.ResponseWriter, r *http.Request, p approval.Principal, why string) {
+	s.audit(r.Context(), core.AuditEntry{Principal: p.ID, Route: p.Route, Action: core.AuditForbidden,
+		Target: r.Method + " " + r.URL.Path, Outcome: core.AuditDenied, Detail: why})
+	writeError(w, http.StatusForbidden, "forbidden", why)
+}
+
+// agentAllowed answers 403 when the caller's key is limited to other
+// agents than agent.
+func (s *server) agentAllowed(w http.ResponseWriter, r *http.Request, agent string) bool {
+	p, _ := PrincipalFrom(r.Context())
+	if p.MayUseAgent(agent) {
+		return true
+	}
+	s.forbidden(w, r, p, fmt.Sprintf("the key is limited to other agents than %s", agent))
+	return false
+}
+
+func caller(r *http.Request) approval.Principal {
+	p, _ := PrincipalFrom(r.Context())
+	return p
+}
