@@ -111,9 +111,9 @@ func (s *Service) fromCard(ctx context.Context, a core.Approval, b core.Binding,
 	case state != core.SendSent || ref != place.Message:
 		return refuse
 	}
-	// Slack message refs (ts) are unique per channel only; the card lives in
-	// the session's channel.
-	if place.Channel != b.Channel && place.Platform != RouteDiscord {
+	// Message refs are unique per channel only (Slack ts, Telegram
+	// message_id); the card lives in the session's channel.
+	if place.Channel != b.Channel {
 		return refuse
 	}
 	return nil

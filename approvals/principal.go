@@ -93,7 +93,11 @@ type Principal struct {
 
 // KeyPrincipal is the principal of API key name with role.
 func KeyPrincipal(name string, role Role, agents []string, route string) Principal {
-	return Principal{ID: "key:" + name, Route: route, Name: name, Role: role, Agents: agents}
+	p := Principal{ID: "key:" + name, Route: route, Name: name, Role: role, Agents: agents}
+	if name == "" {
+		p.ID = ""
+	}
+	return p
 }
 
 // ChatPrincipal is the principal of platform user user (in Slack team

@@ -899,8 +899,8 @@ func (r *runner) toolStep(ctx context.Context, call ToolCall) (bool, error) {
 			}
 		case ApprovalDenied:
 			msg := "The call was denied"
-			if d.DecidedBy != "" {
-				msg += " by " + d.DecidedBy
+			if cmp.Or(d.DecidedByName, d.DecidedBy) != "" {
+				msg += " by " + cmp.Or(d.DecidedByName, d.DecidedBy)
 			}
 			if d.Reason != "" {
 				msg += ": " + d.Reason

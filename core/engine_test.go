@@ -309,7 +309,7 @@ func TestApprovedToolRunsOnceWithApprovedArguments(t *testing.T) {
 	if len(tool.Calls()) != 0 {
 		t.Fatal("the tool ran before approval")
 	}
-	if _, err := h.aps.Decide(t.Context(), a.ID, approval.Request{Approve: true, By: "bob", Via: "api"}); err != nil {
+	if _, err := h.aps.Decide(t.Context(), a.ID, approval.Request{Approve: true, Principal: keyP("bob")}); err != nil {
 		t.Fatal(err)
 	}
 	done := h.waitStatus(run.ID, core.RunCompleted)
@@ -329,13 +329,13 @@ func TestApprovedToolRunsOnceWithApprovedArguments(t *testing.T) {
 		t.Fatalf("second request messages = %+v", last)
 	}
 	// A second decision changes nothing.
-	_, err := h.aps.Decide(t.Context(), a.ID, approval.Request{Approve: false, By: "eve", Via: "api"})
+	_, err := h.aps.Decide(t.Context(), a.ID, approval.Request{Approve: false, Principal: keyP("eve")})
 	var np *core.NotPendingError
 	if !errors.As(err, &np) || np.Status != core.ApprovalApproved {
 		t.Fatalf("second decision err = %v, want not pending (approved)", err)
 	}
 	got, _ := h.db.GetApproval(t.Context(), a.ID)
-	if got.DecidedBy != "bob" || got.DecidedVia != "api" {
+	if got.DecidedBy != "key:bob" || got.DecidedVia != "api" {
 		t.Fatalf("approval after second decision = %+v", got)
 	}
 }
@@ -348,14 +348,14 @@ func TestDeniedToolNeverRuns(t *testing.T) {
 	run := h.submit("ops", "", "deploy web to prod")
 	h.waitStatus(run.ID, core.RunPaused)
 	a := h.pending(run.ID)[0]
-	if _, err := h.aps.Decide(t.Context(), a.ID, approval.Request{Approve: false, By: "bob", Via: "cli", Reason: "freeze week"}); err != nil {
+	if _, err := h.aps.Decide(t.Context(), a.ID, approval.Request{Approve: false, Principal: keyP("bob"), Reason: "freeze week"}); err != nil {
 		t.Fatal(err)
 	}
 	done := h.waitStatus(run.ID, core.RunCompleted)
 	if n := len(tool.Calls()); n != 0 {
 		t.Fatalf("tool called %d times after deny", n)
 	}
-	if !strings.Contains(done.Output, "denied by bob: freeze week") {
+	if !strings.Contains(done.Output, "denied by bob (API key): freeze week") {
 		t.Fatalf("the model was not told who denied and why: %q", done.Output)
 	}
 	if len(m.requests()) != 2 {
@@ -385,7 +385,7 @@ func TestExpiredApprovalNeverRuns(t *testing.T) {
 	if len(tool.Calls()) != 0 || !strings.Contains(done.Output, "expired") {
 		t.Fatalf("tool calls %d, output %q", len(tool.Calls()), done.Output)
 	}
-	_, err := h.aps.Decide(t.Context(), a.ID, approval.Request{Approve: true, By: "bob"})
+	_, err := h.aps.Decide(t.Context(), a.ID, approval.Request{Approve: true, Principal: keyP("bob")})
 	var np *core.NotPendingError
 	if !errors.As(err, &np) || np.Status != core.ApprovalExpired {
 		t.Fatalf("decision after expiry: %v", err)
@@ -401,7 +401,7 @@ func TestDecisionAfterDeadlineExpiresInsteadOfApproving(t *testing.T) {
 	h.waitStatus(run.ID, core.RunPaused)
 	a := h.pending(run.ID)[0]
 	h.clock.Advance(time.Minute) // the sweeper has not run yet
-	_, err := h.aps.Decide(t.Context(), a.ID, approval.Request{Approve: true, By: "bob"})
+	_, err := h.aps.Decide(t.Context(), a.ID, approval.Request{Approve: true, Principal: keyP("bob")})
 	var np *core.NotPendingError
 	if !errors.As(err, &np) || np.Status != core.ApprovalExpired {
 		t.Fatalf("late decision: %v, want not pending (expired)", err)
@@ -505,14 +505,14 @@ func TestCancelPausedRunCancelsApprovalAndFreesSession(t *testing.T) {
 		t.Fatalf("next run is %s while the first is paused", r.Status)
 	}
 	a := h.pending(run.ID)[0]
-	if _, err := h.eng.Cancel(t.Context(), run.ID, "ana", "changed my mind"); err != nil {
+	if _, err := h.eng.Cancel(t.Context(), run.ID, core.Cancel{By: "ana", Reason: "changed my mind"}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := h.db.GetApproval(t.Context(), a.ID)
 	if got.Status != core.ApprovalCancelled {
 		t.Fatalf("approval after cancel = %s", got.Status)
 	}
-	if _, err := h.eng.Cancel(t.Context(), run.ID, "ana", ""); !errors.Is(err, core.ErrRunFinished) {
+	if _, err := h.eng.Cancel(t.Context(), run.ID, core.Cancel{By: "ana", Reason: ""}); !errors.Is(err, core.ErrRunFinished) {
 		t.Fatalf("second cancel err = %v", err)
 	}
 	h.waitStatus(next.ID, core.RunPaused) // the next run of the session went ahead (and asks for its own approval)
@@ -629,7 +629,7 @@ func TestRestartResumesFromTheJournal(t *testing.T) {
 	if len(a) != 1 {
 		t.Fatalf("pending approvals after restart = %d", len(a))
 	}
-	if _, err := h.aps.Decide(t.Context(), a[0].ID, approval.Request{Approve: true, By: "bob"}); err != nil {
+	if _, err := h.aps.Decide(t.Context(), a[0].ID, approval.Request{Approve: true, Principal: keyP("bob")}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitStatus(paused.ID, core.RunCompleted)
@@ -639,22 +639,22 @@ func TestApproverPolicy(t *testing.T) {
 	t.Parallel()
 	tool := &recTool{}
 	agent, _ := deployAgent(`{"service":"web","env":"staging"}`, tool, core.ApprovalRule{Required: true,
-		Policy: core.ApprovalPolicy{Approvers: []string{"bob", "requester"}, ExcludeRequester: true}})
+		Policy: core.ApprovalPolicy{Approvers: []string{"key:bob", "requester"}, ExcludeRequester: true}})
 	h := newHarness(t, map[string]*core.Agent{"ops": agent}, sqlite.Options{})
 	run := h.submit("ops", "", "deploy")
 	h.waitStatus(run.ID, core.RunPaused)
 	a := h.pending(run.ID)[0]
 	for _, who := range []string{"ana", "eve", ""} { // ana is the requester
-		_, err := h.aps.Decide(t.Context(), a.ID, approval.Request{Approve: true, By: who})
+		_, err := h.aps.Decide(t.Context(), a.ID, approval.Request{Approve: true, Principal: keyP(who)})
 		var na *approval.NotAllowedError
 		if !errors.As(err, &na) {
 			t.Fatalf("%q deciding: err = %v, want not allowed", who, err)
 		}
 	}
-	if _, err := h.aps.Decide(t.Context(), a.ID, approval.Request{Approve: true, By: "bob", ArgsSHA256: "stale"}); !errors.Is(err, core.ErrArgsMismatch) {
+	if _, err := h.aps.Decide(t.Context(), a.ID, approval.Request{Approve: true, Principal: keyP("bob"), ArgsSHA256: "stale"}); !errors.Is(err, core.ErrArgsMismatch) {
 		t.Fatalf("stale args hash: err = %v", err)
 	}
-	if _, err := h.aps.Decide(t.Context(), a.ID, approval.Request{Approve: true, By: "bob", ArgsSHA256: a.ArgsSHA256}); err != nil {
+	if _, err := h.aps.Decide(t.Context(), a.ID, approval.Request{Approve: true, Principal: keyP("bob"), ArgsSHA256: a.ArgsSHA256}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitStatus(run.ID, core.RunCompleted)
@@ -746,4 +746,9 @@ func TestRunHeldByADeadNodeIsTakenOverAfterItsClaim(t *testing.T) {
 	if done.Output != "taken over" {
 		t.Fatalf("output %q", done.Output)
 	}
+}
+
+// keyP is an admin API key's principal named name, deciding over the API.
+func keyP(name string) approval.Principal {
+	return approval.KeyPrincipal(name, approval.RoleAdmin, nil, approval.RouteAPI)
 }

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"regexp"
@@ -96,8 +97,8 @@ func (r *runner) externalStep(ctx context.Context) (bool, error) {
 func outcome(d ApprovalDecided) string {
 	msg := string(d.Status)
 	if d.Status != ApprovalExpired {
-		if d.DecidedBy != "" {
-			msg += " by " + d.DecidedBy
+		if cmp.Or(d.DecidedByName, d.DecidedBy) != "" {
+			msg += " by " + cmp.Or(d.DecidedByName, d.DecidedBy)
 		}
 		if d.Via != "" && d.Via != d.DecidedBy {
 			msg += " via " + d.Via

@@ -22,15 +22,15 @@ func TestExternalRunOutcomes(t *testing.T) {
 		output string
 	}{
 		{"approved", func(h *harness, a core.Approval) {
-			if _, err := h.aps.Decide(h.t.Context(), a.ID, approval.Request{Approve: true, By: "bob", Via: "api"}); err != nil {
+			if _, err := h.aps.Decide(h.t.Context(), a.ID, approval.Request{Approve: true, Principal: keyP("bob")}); err != nil {
 				h.t.Fatal(err)
 			}
-		}, core.ApprovalApproved, "approved by bob via api"},
+		}, core.ApprovalApproved, "approved by bob (API key) via api"},
 		{"denied", func(h *harness, a core.Approval) {
-			if _, err := h.aps.Decide(h.t.Context(), a.ID, approval.Request{By: "bob", Via: "mcp", Reason: "not on main"}); err != nil {
+			if _, err := h.aps.Decide(h.t.Context(), a.ID, approval.Request{Principal: keyP("bob"), Reason: "not on main"}); err != nil {
 				h.t.Fatal(err)
 			}
-		}, core.ApprovalDenied, "denied by bob via mcp: not on main"},
+		}, core.ApprovalDenied, "denied by bob (API key) via api: not on main"},
 		{"expired", func(h *harness, a core.Approval) {
 			h.clock.Advance(16 * time.Minute)
 			if n, err := h.aps.ExpireDue(h.t.Context()); err != nil || n != 1 {

@@ -127,7 +127,7 @@ func TestProgressSeesDeltasAndClosesBeforeTheChange(t *testing.T) {
 		run := h.submit("ops", "", "deploy web")
 		h.waitStatus(run.ID, core.RunPaused)
 		wantSeen(t, p, "Deploying web.|paused|running|")
-		if _, err := h.aps.Decide(t.Context(), h.pending(run.ID)[0].ID, approval.Request{Approve: true, By: "bob", Via: "api"}); err != nil {
+		if _, err := h.aps.Decide(t.Context(), h.pending(run.ID)[0].ID, approval.Request{Approve: true, Principal: keyP("bob")}); err != nil {
 			t.Fatal(err)
 		}
 		h.waitStatus(run.ID, core.RunCompleted)

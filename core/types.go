@@ -193,8 +193,10 @@ type ApprovalDecided struct {
 	ToolCallID string         `json:"tool_call_id"`
 	Status     ApprovalStatus `json:"status"`
 	DecidedBy  string         `json:"decided_by,omitempty"`
-	Via        string         `json:"via,omitempty"`
-	Reason     string         `json:"reason,omitempty"`
+	// DecidedByName is how the decider is shown (to the model, in outcomes).
+	DecidedByName string `json:"decided_by_name,omitempty"`
+	Via           string `json:"via,omitempty"`
+	Reason        string `json:"reason,omitempty"`
 }
 
 // StatusChange is the payload of EventStatus.

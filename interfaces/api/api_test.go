@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -56,7 +57,15 @@ func newEnv(t *testing.T, keys ...string) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = eng.Start(ctx) }()
-	srv := httptest.NewServer(api.New(api.Config{Engine: eng, Store: db, Approvals: aps, Keys: keys, Logger: log,
+	var ks []api.Key
+	for i, k := range keys {
+		role := approval.RoleAdmin
+		if i > 0 { // newEnv(t, admin, viewer, operator, approver)
+			role = approval.Role(i)
+		}
+		ks = append(ks, api.Key{Name: fmt.Sprintf("k%d", i), Secret: k, Role: role})
+	}
+	srv := httptest.NewServer(api.New(api.Config{Engine: eng, Store: db, Approvals: aps, Keys: ks, Logger: log,
 		Metrics: m.Handler(), PollInterval: 50 * time.Millisecond}))
 	t.Cleanup(func() {
 		srv.Close()
@@ -141,7 +150,7 @@ func TestDemoChatAndApproval(t *testing.T) {
 	if code := e.call("POST", "/api/v1/approvals/"+a.ID+"/decision", `{"decision":"approve","decided_by":"bob"}`, &decided); code != 200 {
 		t.Fatalf("decision status %d", code)
 	}
-	if decided.Status != core.ApprovalApproved || decided.DecidedBy != "bob" || decided.DecidedVia != "api" {
+	if decided.Status != core.ApprovalApproved || decided.DecidedBy != "key:local" || decided.DecidedVia != "api" { // the body's decided_by is ignored
 		t.Fatalf("decided = %+v", decided)
 	}
 	var again errResp

@@ -139,6 +139,9 @@ func (s *server) audit(ctx context.Context, e core.AuditEntry) {
 	if e.Outcome == "" {
 		e.Outcome = core.AuditOK
 	}
+	if s.cfg.Store == nil {
+		return
+	}
 	if err := s.cfg.Store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
 		s.log.Error("audit log", "action", e.Action, "target", e.Target, "err", err)
 	}

@@ -6,14 +6,18 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/interfaces/api"
 )
 
 // Protected routes want an API key, like /api/, and learn its name.
 func TestProtectedRoutesKnowTheCaller(t *testing.T) {
 	const key = "protected-key-0123456789"
-	h := api.New(api.Config{Keys: []string{key}, Protected: map[string]http.Handler{
-		"/mcp": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, api.Caller(r.Context())) }),
+	h := api.New(api.Config{Keys: []api.Key{{Name: "ci", Secret: key, Role: approval.RoleOperator}}, Protected: map[string]http.Handler{
+		"/mcp": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p, _ := api.PrincipalFrom(r.Context())
+			io.WriteString(w, p.ID+" "+p.Role.String())
+		}),
 	}})
 	for _, tc := range []struct {
 		auth   string
@@ -22,7 +26,7 @@ func TestProtectedRoutesKnowTheCaller(t *testing.T) {
 	}{
 		{"", http.StatusUnauthorized, ""},
 		{"Bearer not-the-key-0123456789", http.StatusUnauthorized, ""},
-		{"Bearer " + key, http.StatusOK, api.KeyName(key)},
+		{"Bearer " + key, http.StatusOK, "key:ci operator"},
 	} {
 		req := httptest.NewRequest("POST", "/mcp", nil)
 		if tc.auth != "" {
@@ -34,7 +38,7 @@ func TestProtectedRoutesKnowTheCaller(t *testing.T) {
 			t.Errorf("%q: %d %q, want %d %q", tc.auth, rec.Code, rec.Body.String(), tc.status, tc.body)
 		}
 	}
-	if got := api.KeyName(key); len(got) != len("key-")+8 || got == api.KeyName("other-key-0123456789") {
+	if got := api.KeyName(key); len(got) != len("env-")+8 || got == api.KeyName("other-key-0123456789") {
 		t.Errorf("KeyName = %q", got)
 	}
 }

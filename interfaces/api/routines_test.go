@@ -121,7 +121,7 @@ func TestRoutineRoutes(t *testing.T) {
 	if code := e.call("POST", "/api/v1/routines/daily-digest/trigger", `{"input":"only the API","user_id":"ana"}`, &run); code != 202 {
 		t.Fatalf("trigger: %d", code)
 	}
-	if run.Type != core.RunTypeRoutine || run.RoutineID != "daily-digest" || run.UserID != "ana" ||
+	if run.Type != core.RunTypeRoutine || run.RoutineID != "daily-digest" || run.StartedBy != "key:local" ||
 		run.Input != "Summarize yesterday's deploys.\n\nonly the API" || run.PendingApprovals == nil {
 		t.Fatalf("triggered run = %+v", run)
 	}

@@ -34,7 +34,7 @@ import (
 const testKey = "test-key-0123456789abcdef"
 
 // keyName is how decisions made with testKey are recorded.
-var keyName = api.KeyName(testKey)
+var keyName = "key:" + api.KeyName(testKey)
 
 // gateway is the REST API with /mcp behind one API key, over a real SQLite
 // store, engine, approval service, routine scheduler and the demo agent.
@@ -83,7 +83,7 @@ func newGateway(t *testing.T) *gateway {
 	go func() { defer close(done); _ = eng.Start(ctx) }()
 	h := mcp.Handler(mcp.Config{Engine: eng, Store: db, Approvals: aps, Routines: rt, Logger: log, Version: "test",
 		Authenticated: true, PollInterval: 20 * time.Millisecond})
-	srv := httptest.NewServer(api.New(api.Config{Engine: eng, Store: db, Approvals: aps, Routines: rt, Keys: []string{testKey},
+	srv := httptest.NewServer(api.New(api.Config{Engine: eng, Store: db, Approvals: aps, Routines: rt, Keys: []api.Key{{Name: api.KeyName(testKey), Secret: testKey, Role: approval.RoleAdmin}},
 		Logger: log, PollInterval: 20 * time.Millisecond, Protected: map[string]http.Handler{"/mcp": h}}))
 	t.Cleanup(func() {
 		srv.Close()
@@ -463,7 +463,7 @@ func TestApprovalPrompt(t *testing.T) {
 		}, `{"behavior":"allow","updatedInput":{"command":"rm -rf build","description":"clean"}}`},
 		{"deny", func(g *gateway, a core.Approval) {
 			g.rest("POST", "/api/v1/approvals/"+a.ID+"/decision", `{"decision":"deny","decided_by":"bob","reason":"not on Friday"}`, nil)
-		}, `{"behavior":"deny","message":"agentgate: denied by bob via api: not on Friday"}`},
+		}, `{"behavior":"deny","message":"agentgate: denied by ` + api.KeyName(testKey) + ` (API key) via api: not on Friday"}`},
 		{"expire", func(g *gateway, a core.Approval) {
 			g.clock.Advance(16 * time.Minute)
 			if n, err := g.aps.ExpireDue(g.t.Context()); err != nil || n != 1 {

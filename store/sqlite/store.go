@@ -849,7 +849,7 @@ func (db *DB) DecideApproval(ctx context.Context, id string, d core.Decision) (c
 			return fmt.Errorf("load run %s: %w", a.RunID, err)
 		}
 		ev := core.NewEvent(core.EventApprovalDecided, core.ApprovalDecided{
-			ApprovalID: id, ToolCallID: a.ToolCallID, Status: d.Status, DecidedBy: d.By, Via: d.Via, Reason: d.Reason,
+			ApprovalID: id, ToolCallID: a.ToolCallID, Status: d.Status, DecidedBy: d.By, DecidedByName: d.ByName, Via: d.Via, Reason: d.Reason,
 		})
 		if _, err := appendTx(ctx, tx, r.ID, r.LastSeq, []core.Event{ev}, d.At); err != nil {
 			return err
