@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -82,7 +83,7 @@ func newGateway(t *testing.T) *gateway {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = eng.Start(ctx) }()
 	h := mcp.Handler(mcp.Config{Engine: eng, Store: db, Approvals: aps, Routines: rt, Logger: log, Version: "test",
-		Authenticated: true, PollInterval: 20 * time.Millisecond})
+		Authenticated: true, PollInterval: 20 * time.Millisecond, KeepAlive: 50 * time.Millisecond})
 	srv := httptest.NewServer(api.New(api.Config{Engine: eng, Store: db, Approvals: aps, Routines: rt, Keys: []api.Key{{Name: api.KeyName(testKey), Secret: testKey, Role: approval.RoleAdmin}},
 		Logger: log, PollInterval: 20 * time.Millisecond, Protected: map[string]http.Handler{"/mcp": h}}))
 	t.Cleanup(func() {
@@ -651,5 +652,58 @@ func TestListsGolden(t *testing.T) {
 	}
 	if tc, ok := read.Contents[0].(mcpgo.TextResourceContents); !ok || !strings.Contains(tc.Text, `"approval_required": true`) {
 		t.Fatalf("agent resource = %+v", read.Contents)
+	}
+}
+
+// An approval covers one tool and one input: the same tool_use_id with
+// another input asks again (a new pending approval), and the answer allows
+// exactly the input that was approved. While it waits, the call keeps the
+// client informed (keep-alive progress).
+func TestApprovalPromptBindsToolAndInput(t *testing.T) {
+	g := newGateway(t)
+	stillWaiting := make(chan struct{})
+	var once sync.Once
+	c := g.httpClient(clientOpts{legacy: true, onEvent: func(n mcpgo.JSONRPCNotification) {
+		if n.Method == string(mcpgo.MethodNotificationProgress) && strings.Contains(fmt.Sprint(n.Params.AdditionalFields["message"]), "still waiting") {
+			once.Do(func() { close(stillWaiting) })
+		}
+	}})
+	prompt := func(command string) chan string {
+		out := make(chan string, 1)
+		go func() {
+			req := mcpgo.CallToolRequest{}
+			req.Params.Name = "approval_prompt"
+			req.Params.Arguments = map[string]any{"tool_name": "Bash", "tool_use_id": "toolu_09", "input": map[string]any{"command": command}}
+			req.Params.Meta = &mcpgo.Meta{ProgressToken: "p-" + command}
+			res, err := c.CallTool(t.Context(), req)
+			if err != nil || res == nil {
+				t.Error(err)
+				out <- ""
+				return
+			}
+			out <- text(t, res)
+		}()
+		return out
+	}
+	first := prompt("ls")
+	a := g.pending()
+	<-stillWaiting
+	g.rest("POST", "/api/v1/approvals/"+a.ID+"/decision", `{"decision":"approve"}`, nil)
+	if got := <-first; got != `{"behavior":"allow","updatedInput":{"command":"ls"}}` {
+		t.Fatalf("first answer = %s", got)
+	}
+	second := prompt("rm -rf /important")
+	b := g.pending()
+	if b.ID == a.ID || string(b.Arguments) != `{"command":"rm -rf /important"}` {
+		t.Fatalf("the reused tool_use_id got approval %+v, want a new one for the new input", b)
+	}
+	select {
+	case got := <-second:
+		t.Fatalf("answered before anyone decided the new input: %s", got)
+	default:
+	}
+	g.rest("POST", "/api/v1/approvals/"+b.ID+"/decision", `{"decision":"deny","reason":"no"}`, nil)
+	if got := <-second; !strings.Contains(got, `"behavior":"deny"`) {
+		t.Fatalf("second answer = %s, want deny", got)
 	}
 }
