@@ -118,9 +118,10 @@ func TestDiscordEndToEnd(t *testing.T) {
 	fake.Dispatch("MESSAGE_CREATE", m)
 	thread := m["id"].(string)
 	var approvalID string
+	var card discordtest.Message
 	eventually(t, "the approval card in the thread", func() (bool, string) {
 		var ok bool
-		_, approvalID, ok = discordCard(fake.Messages(thread))
+		card, approvalID, ok = discordCard(fake.Messages(thread))
 		return ok && approvalID != "", fmt.Sprintf("%+v", fake.Messages(thread))
 	})
 	if fake.Threads()[thread] != discordChannel {
@@ -129,7 +130,9 @@ func TestDiscordEndToEnd(t *testing.T) {
 
 	// Bob may not approve: he alone is told so, and nothing changes.
 	click := func(user string) map[string]any {
-		resp, body, err := key.Post(url, fake.Interaction(3, thread, user, nil, discordtest.Button("agentgate:approve:"+approvalID)))
+		in := fake.Interaction(3, thread, user, nil, discordtest.Button("agentgate:approve:"+approvalID))
+		in["message"] = map[string]any{"id": card.ID, "channel_id": thread, "content": card.Content, "type": 0} // the card clicked
+		resp, body, err := key.Post(url, in)
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("click: %v %s %v", resp, body, err)
 		}

@@ -77,7 +77,7 @@ func TestE2EMCPStdioToGateway(t *testing.T) {
 	}
 	var decided core.Approval
 	tool(t, c, "decide_approval", map[string]any{"approval_id": paused.PendingApprovals[0].ID, "decision": "approve"}, &decided)
-	if decided.Status != core.ApprovalApproved || decided.DecidedVia != "mcp" || decided.DecidedBy != api.KeyName(key) {
+	if decided.Status != core.ApprovalApproved || decided.DecidedVia != "mcp" || decided.DecidedBy != "key:"+api.KeyName(key) {
 		t.Fatalf("decision = %+v, want approved via mcp by %s", decided, api.KeyName(key))
 	}
 	var run api.RunView
@@ -105,7 +105,7 @@ func TestE2EMCPEmbedded(t *testing.T) {
 	c := stdioMCP(t, cleanEnv(), []mcpclient.ClientOption{mcpclient.WithElicitationHandler(approver{})}, "--data-dir", t.TempDir())
 	var run api.RunView
 	tool(t, c, "run_agent", map[string]any{"agent": "demo", "input": "deploy web to production"}, &run)
-	if run.Status != core.RunCompleted || !strings.Contains(run.Output, "deployed") || run.UserID != "local" {
+	if run.Status != core.RunCompleted || !strings.Contains(run.Output, "deployed") || run.UserID != "key:local" {
 		t.Fatalf("run = %+v, want completed after the inline approval", run)
 	}
 }

@@ -89,7 +89,7 @@ func TestRoutinesCLI(t *testing.T) {
 		}
 	}
 
-	out, err = cli(t, srv, "routines", "run", "daily-digest", "focus", "on", "the", "API", "--as", "ana")
+	out, err = cli(t, srv, "routines", "run", "daily-digest", "focus", "on", "the", "API")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestRoutinesCLI(t *testing.T) {
 		t.Fatalf("history after run: %+v, %v", h.Items, err)
 	}
 	run, err := db.GetRun(t.Context(), h.Items[0].RunID)
-	if err != nil || run.Input != "Summarize yesterday's deploys.\n\nfocus on the API" || run.UserID != "ana" {
+	if err != nil || run.Input != "Summarize yesterday's deploys.\n\nfocus on the API" || run.UserID != "key:local" {
 		t.Errorf("triggered run = %+v, %v", run, err)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
@@ -88,7 +89,7 @@ func Card(a core.Approval, r core.Run, approvers func(ids []string) string) Appr
 		RequestedBy: a.RequestedBy,
 		ExpiresAt:   a.ExpiresAt,
 		Status:      string(a.Status),
-		DecidedBy:   a.DecidedBy,
+		DecidedBy:   DeciderShown(a),
 		Reason:      a.Reason,
 	}
 	if len(a.Policy.Approvers) > 0 && approvers != nil {
@@ -168,4 +169,23 @@ func WhoMay(a core.Approval, approvers func(ids []string) string) string {
 		return approvers(a.Policy.Approvers)
 	}
 	return "anyone in this conversation, from the request's card"
+}
+
+// DeciderShown is who decided a as a card shows them: the person's name or
+// handle recorded with the decision, else the platform user id of a chat
+// principal (which the adapter renders as a mention), else the principal.
+func DeciderShown(a core.Approval) string {
+	if a.DecidedByName != "" {
+		return a.DecidedByName
+	}
+	id := a.DecidedBy
+	for _, p := range []string{PlatformSlack, PlatformDiscord, PlatformTelegram} {
+		if user, ok := strings.CutPrefix(id, p+":"); ok {
+			if _, u, ok := strings.Cut(user, "/"); ok {
+				return u
+			}
+			return user
+		}
+	}
+	return id
 }
