@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/agentgate/agentgate/core"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -69,12 +71,18 @@ func tgMention(updateID int64, msgID int, user int64, text string) []byte {
 
 // tgClick is a callback_query: user pressed a button of the bot's message.
 func tgClick(updateID int64, queryID string, user int64, msg telegramtest.Message, data string) []byte {
+	return tgClickIn(tgGroup, updateID, queryID, user, msg, data)
+}
+
+// tgClickIn is tgClick on a message of chat (Bot API clients may send any
+// callback data from any chat).
+func tgClickIn(chat int64, updateID int64, queryID string, user int64, msg telegramtest.Message, data string) []byte {
 	b, _ := json.Marshal(map[string]any{"update_id": updateID, "callback_query": map[string]any{
 		"id": queryID, "chat_instance": "-8512347651234", "data": data,
 		"from": map[string]any{"id": user, "is_bot": false, "first_name": "User"},
 		"message": map[string]any{"message_id": msg.ID, "date": 1764686401, "text": msg.Text,
 			"from": map[string]any{"id": 7000000001, "is_bot": true, "first_name": "agentgate"},
-			"chat": map[string]any{"id": tgGroup, "title": "Ops", "type": "supergroup"}},
+			"chat": map[string]any{"id": chat, "title": "Ops", "type": "supergroup"}},
 	}})
 	return b
 }
@@ -161,6 +169,30 @@ func TestTelegramEndToEnd(t *testing.T) {
 	}
 	if ap, _ := fake.Answer("q-bob"); len(tool.Requests()) != 0 {
 		t.Fatalf("tool called after a refused click (%q)", ap)
+	}
+
+	// A forged callback: Ana (an approver) sends the card's callback data
+	// from another chat. It decides nothing, the card stays as it was, and
+	// the refusal is in the audit log.
+	g.telegramPost(tgSecret, tgClickIn(-1009999999999, 900004, "q-forged", tgAna, card, approve))
+	eventually(t, "the forged callback refused", func() (bool, string) {
+		a, ok := fake.Answer("q-forged")
+		return ok && strings.Contains(a, "may not decide"), a
+	})
+	for _, m := range fake.Messages() {
+		if m.ID == card.ID && (m.Edits > 0 || !strings.Contains(m.ReplyMarkup, "callback_data")) {
+			t.Fatalf("the forged callback changed the card: %+v", m)
+		}
+	}
+	var audit struct {
+		Items []core.AuditEntry `json:"items"`
+	}
+	g.json("GET", "/api/v1/audit?action=approval.refused&principal=telegram:"+strconv.FormatInt(tgAna, 10), nil, http.StatusOK, &audit)
+	if len(audit.Items) != 1 || !strings.Contains(audit.Items[0].Detail, "card") {
+		t.Fatalf("audit of the forged callback = %+v", audit.Items)
+	}
+	if len(tool.Requests()) != 0 {
+		t.Fatal("tool called after a forged callback")
 	}
 
 	// The gateway dies between the keyboard and the click; after the restart
