@@ -33,7 +33,7 @@ func ApprovalBlocks(c chat.ApprovalCard, loc *time.Location) []slackapi.Block {
 	}
 	summary := fmt.Sprintf("*%s* wants to run `%s`", escapeMrkdwn(c.Agent), escapeMrkdwn(c.Tool))
 	if c.RequestedBy != "" {
-		summary += fmt.Sprintf(" (requested by <@%s>)", c.RequestedBy)
+		summary += " (requested by " + who(c.RequestedBy) + ")"
 	}
 	if c.Pending() {
 		summary = "*Approval needed* · " + summary
@@ -119,8 +119,8 @@ func Approvers(ids []string) string {
 		switch {
 		case id == "requester":
 			out = append(out, "the requester")
-		case isSlackUserID(id):
-			out = append(out, "<@"+id+">")
+		case isSlackUserID(slackUser(id)):
+			out = append(out, "<@"+slackUser(id)+">")
 		case isSlackGroupID(id):
 			out = append(out, "<!subteam^"+id+">")
 		default:
@@ -130,16 +130,35 @@ func Approvers(ids []string) string {
 	return strings.Join(out, ", ")
 }
 
-// decider renders who decided: a Slack user id as a mention, anything else
-// (an API key name, "cli") as text.
-func decider(who string) string {
-	switch {
-	case who == "":
+// decider renders who decided: a Slack user as a mention, anything else
+// (an API key, "cli") as text.
+func decider(id string) string {
+	if id == "" {
 		return "someone"
-	case isSlackUserID(who):
-		return "<@" + who + ">"
 	}
-	return escapeMrkdwn(who)
+	return who(id)
+}
+
+// who renders a principal or platform id: a Slack user (U123, slack:U123 or
+// slack:<team>/U123) as a mention, anything else (key:<name>, …) as text.
+func who(id string) string {
+	if u := slackUser(id); isSlackUserID(u) {
+		return "<@" + u + ">"
+	}
+	return escapeMrkdwn(id)
+}
+
+// slackUser is the Slack user id in a principal id (slack:<team>/<user> or
+// slack:<user>), or id itself when it is not a Slack principal.
+func slackUser(id string) string {
+	rest, ok := strings.CutPrefix(id, "slack:")
+	if !ok {
+		return id
+	}
+	if _, user, ok := strings.Cut(rest, "/"); ok {
+		return user
+	}
+	return rest
 }
 
 func isSlackUserID(s string) bool { return len(s) > 0 && (s[0] == 'U' || s[0] == 'W') && isSlackID(s) }

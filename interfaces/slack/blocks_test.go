@@ -165,3 +165,28 @@ func TestApprovalBlocksLongArguments(t *testing.T) {
 		t.Fatalf("truncated arguments not fenced and marked: %q…", args[:20])
 	}
 }
+
+// Principal ids (slack:<team>/<user>, slack:<user>) show as mentions on a
+// card, like plain Slack user ids; keys and roles as text.
+func TestCardShowsPrincipals(t *testing.T) {
+	t.Parallel()
+	if got, want := Approvers([]string{"slack:T1/U0ANA00001", "slack:U0BOB00001", "U0CAT00001", "S0614TZR7", "key:ci-key", "role:admin", "requester"}),
+		"<@U0ANA00001>, <@U0BOB00001>, <@U0CAT00001>, <!subteam^S0614TZR7>, key:ci-key, role:admin, the requester"; got != want {
+		t.Errorf("Approvers = %q, want %q", got, want)
+	}
+	card := chat.ApprovalCard{ApprovalID: "apr_0123456789abcdef", Agent: "ops", Tool: "deploy", RequestedBy: "slack:T1/U0BOB00001",
+		Status: "approved", DecidedBy: "U0ANA00001"}
+	raw, err := json.Marshal(ApprovalBlocks(card, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`(requested by \u003c@U0BOB00001\u003e)`, `Approved by \u003c@U0ANA00001\u003e`} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("card %s does not contain %s", raw, want)
+		}
+	}
+	card.RequestedBy = "key:ci-key"
+	if raw, _ := json.Marshal(ApprovalBlocks(card, nil)); !strings.Contains(string(raw), "(requested by key:ci-key)") {
+		t.Errorf("card of a key's run: %s, want the key as text", raw)
+	}
+}

@@ -200,7 +200,9 @@ func (h *Handler) refuse(act *chat.Action, a core.Approval, why *approval.NotAll
 	h.tell(act.Channel, act.Thread, act.UserID, msg)
 }
 
-func alreadyDecided(a core.Approval) string { return chat.AlreadyDecided(a, decider(chat.DeciderShown(a))) }
+func alreadyDecided(a core.Approval) string {
+	return chat.AlreadyDecided(a, decider(chat.DeciderShown(a)))
+}
 
 // tell shows text to user alone, after the request was acknowledged; a
 // failure is logged (nothing depends on it).

@@ -3,6 +3,7 @@ package slack_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -25,11 +26,19 @@ import (
 // fake Slack.
 
 const (
-	cardChannel = "C0DEPLOYS1"
-	cardThread  = "1700000100.000100"
-	ana         = "U0ANA00001"
-	bob         = "U0BOB00001"
+	team         = "T1"
+	cardChannel  = "C0DEPLOYS1"
+	cardThread   = "1700000100.000100"
+	otherChannel = "C0RANDOM01"
+	ana          = "U0ANA00001"
+	bob          = "U0BOB00001"
 )
+
+// principal is the principal id of Slack user user of the team:
+// slack:<team>/<user>, as decided_by and requested_by record it.
+func principal(user string) string {
+	return approval.ChatPrincipal(chat.PlatformSlack, team, user, "").ID
+}
 
 type approvalsEnv struct {
 	db       *sqlite.DB
@@ -65,7 +74,8 @@ func newApprovalsEnv(t *testing.T) *approvalsEnv {
 		t.Fatal(err)
 	}
 	e.router = &chat.Approvals{Store: db, Renderers: map[string]chat.ApprovalRenderer{chat.PlatformSlack: e.notifier}}
-	e.aps = approval.New(approval.Config{Store: db, Logger: log})
+	// Cards: a click counts only from the card the notifier posted (outbox).
+	e.aps = approval.New(approval.Config{Store: db, Logger: log, Cards: db})
 	e.h, err = slack.NewHandler(slack.HandlerConfig{
 		SigningSecret: secret, Engine: nopSubmitter{}, Sessions: db, Inbox: db, Logger: log, DefaultAgent: "ops",
 		Parser:   slack.Parser{BotUserID: slacktest.DefaultUserID, BotID: slacktest.DefaultBotID},
@@ -78,15 +88,16 @@ func newApprovalsEnv(t *testing.T) *approvalsEnv {
 }
 
 // pause creates a Slack run of bob's in the thread and pauses it for a
-// deploy approval under policy.
+// deploy approval under policy; bob's principal is the requester, as the
+// engine records it for a run started in Slack.
 func (e *approvalsEnv) pause(t *testing.T, policy core.ApprovalPolicy) core.Approval {
 	t.Helper()
 	ctx := t.Context()
 	now := time.Now().UTC()
-	sid := "ops:slack:T1:" + cardChannel + ":" + cardThread + ":" + core.NewID("s")
+	sid := "ops:slack:" + team + ":" + cardChannel + ":" + cardThread + ":" + core.NewID("s")
 	run, err := e.db.CreateRun(ctx, core.NewRun{
-		Session: core.Session{ID: sid, Binding: core.Binding{Platform: chat.PlatformSlack, Channel: cardChannel, Thread: cardThread}},
-		Run:     core.Run{ID: core.NewID("run"), AgentID: "ops", UserID: bob, Type: core.RunTypeChat, Input: "deploy web"},
+		Session: core.Session{ID: sid, Binding: core.Binding{Platform: chat.PlatformSlack, Workspace: team, Channel: cardChannel, Thread: cardThread}},
+		Run:     core.Run{ID: core.NewID("run"), AgentID: "ops", UserID: bob, StartedBy: principal(bob), Type: core.RunTypeChat, Input: "deploy web"},
 		Events:  []core.Event{core.NewEvent(core.EventUserMessage, core.UserMessage{Text: "deploy web", UserID: bob})},
 	})
 	if err != nil {
@@ -96,7 +107,7 @@ func (e *approvalsEnv) pause(t *testing.T, policy core.ApprovalPolicy) core.Appr
 		t.Fatal(err)
 	}
 	a := core.Approval{ID: core.NewID("apr"), RunID: run.ID, ToolCallID: "call_1", Tool: "deploy",
-		Arguments: json.RawMessage(`{"service":"web","env":"production"}`), Policy: policy, RequestedBy: bob,
+		Arguments: json.RawMessage(`{"service":"web","env":"production"}`), Policy: policy, RequestedBy: principal(bob),
 		CreatedAt: now, ExpiresAt: now.Add(15 * time.Minute)}
 	if _, err := e.db.PauseRun(ctx, run.ID, "w", a, nil); err != nil {
 		t.Fatal(err)
@@ -142,14 +153,36 @@ func (e *approvalsEnv) send(t *testing.T, body []byte) (int, string) {
 	return rec.Code, rec.Body.String()
 }
 
+// cardTS is the ts of approval id's card: the message the outbox recorded
+// as sent, which the fake holds in the thread.
+func (e *approvalsEnv) cardTS(t *testing.T, id string) string {
+	t.Helper()
+	state, ts, err := e.db.SendRef(t.Context(), core.CardKey(chat.PlatformSlack, id))
+	if err != nil || state != core.SendSent {
+		t.Fatalf("card of %s: state %q, %v; want sent (render it first)", id, state, err)
+	}
+	if m, ok := e.fake.Message(cardChannel, ts); !ok || m.ThreadTS != cardThread {
+		t.Fatalf("card of %s: no message %s in the thread of %s", id, ts, cardChannel)
+	}
+	return ts
+}
+
+// click clicks action on approval id's card (which must have been posted).
 func (e *approvalsEnv) click(t *testing.T, user, action, approvalID string) {
+	t.Helper()
+	e.clickAt(t, user, action, approvalID, cardChannel, cardThread, e.cardTS(t, approvalID))
+}
+
+// clickAt clicks action with approval id's value on message ts of channel
+// (in thread), wherever that is.
+func (e *approvalsEnv) clickAt(t *testing.T, user, action, approvalID, channel, thread, ts string) {
 	t.Helper()
 	p, _ := json.Marshal(map[string]any{
 		"type": "block_actions", "api_app_id": "A1", "token": "x",
-		"user":       map[string]any{"id": user, "team_id": "T1"},
-		"team":       map[string]any{"id": "T1"},
-		"container":  map[string]any{"type": "message", "message_ts": "1700000101.000100", "channel_id": cardChannel, "thread_ts": cardThread},
-		"channel":    map[string]any{"id": cardChannel},
+		"user":       map[string]any{"id": user, "team_id": team},
+		"team":       map[string]any{"id": team},
+		"container":  map[string]any{"type": "message", "message_ts": ts, "channel_id": channel, "thread_ts": thread},
+		"channel":    map[string]any{"id": channel},
 		"trigger_id": "1337." + user + "." + core.NewID("t"), "response_url": "http://127.0.0.1:1/r",
 		"actions": []map[string]any{{"action_id": action, "block_id": "approval_actions", "type": "button", "value": approvalID, "action_ts": "1700000102.000100"}},
 	})
@@ -158,15 +191,30 @@ func (e *approvalsEnv) click(t *testing.T, user, action, approvalID string) {
 	}
 }
 
-// told waits for an ephemeral message to user containing want.
+// told waits for an ephemeral message to user in the card's thread
+// containing want.
 func (e *approvalsEnv) told(t *testing.T, user, want string) {
+	t.Helper()
+	e.toldIn(t, user, cardChannel, cardThread, want)
+}
+
+// toldIn waits for an ephemeral message to user containing want, and checks
+// it went to channel's thread (where the click was).
+func (e *approvalsEnv) toldIn(t *testing.T, user, channel, thread, want string) {
+	t.Helper()
+	e.toldAfter(t, 0, user, channel, thread, want)
+}
+
+// toldAfter is toldIn among the ephemerals after the first mark.
+func (e *approvalsEnv) toldAfter(t *testing.T, mark int, user, channel, thread, want string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		for _, m := range e.fake.Ephemerals() {
+		all := e.fake.Ephemerals()
+		for _, m := range all[min(mark, len(all)):] {
 			if m.User == user && strings.Contains(m.Text, want) {
-				if m.Channel != cardChannel || m.ThreadTS != cardThread {
-					t.Errorf("ephemeral %q went to %s/%s, want the card's thread", m.Text, m.Channel, m.ThreadTS)
+				if m.Channel != channel || m.ThreadTS != thread {
+					t.Errorf("ephemeral %q went to %s/%s, want %s/%s", m.Text, m.Channel, m.ThreadTS, channel, thread)
 				}
 				return
 			}
@@ -190,23 +238,32 @@ func (e *approvalsEnv) status(t *testing.T, id string) core.Approval {
 func TestApprovalCardFollowsDecision(t *testing.T) {
 	t.Parallel()
 	e := newApprovalsEnv(t)
-	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{ana}})
+	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{ana, "role:admin"}})
 	e.render(t, a.ID)
 	e.render(t, a.ID) // a retried job posts no second card
 	cards := e.cards()
 	if len(cards) != 1 || !hasButtons(cards[0]) {
 		t.Fatalf("cards = %+v, want one with buttons", cards)
 	}
-	if !strings.Contains(string(cards[0].Blocks), "\\u003c@"+ana+"\\u003e") {
+	if !strings.Contains(string(cards[0].Blocks), "Who may approve: \\u003c@"+ana+"\\u003e, role:admin") {
 		t.Errorf("card does not say who may approve: %s", cards[0].Blocks)
 	}
-	// Decided through the API: the card shows it, without buttons.
-	if _, err := e.aps.Decide(t.Context(), a.ID, approval.Request{Approve: false, By: ana, Via: "api", Reason: "freeze"}); err != nil {
+	if !strings.Contains(string(cards[0].Blocks), "(requested by \\u003c@"+bob+"\\u003e)") {
+		t.Errorf("card does not mention the requester: %s", cards[0].Blocks)
+	}
+	// A key below the role the approvers name decides nothing.
+	var na *approval.NotAllowedError
+	if _, err := e.aps.Decide(t.Context(), a.ID, approval.Request{Principal: approval.KeyPrincipal("ops-key", approval.RoleApprover, nil, approval.RouteAPI)}); !errors.As(err, &na) {
+		t.Fatalf("an approver key not in the approvers decided: %v", err)
+	}
+	// Decided through the API by a key the approvers name (role:admin): the
+	// card shows it, without buttons.
+	if _, err := e.aps.Decide(t.Context(), a.ID, approval.Request{Approve: false, Principal: approval.KeyPrincipal("ci-key", approval.RoleAdmin, nil, approval.RouteAPI), Reason: "freeze"}); err != nil {
 		t.Fatal(err)
 	}
 	e.render(t, a.ID)
 	cards = e.cards()
-	if len(cards) != 1 || hasButtons(cards[0]) || !strings.Contains(string(cards[0].Blocks), "Denied by \\u003c@"+ana+"\\u003e: freeze") {
+	if len(cards) != 1 || hasButtons(cards[0]) || !strings.Contains(string(cards[0].Blocks), "Denied by ci-key (API key): freeze") {
 		t.Fatalf("after the decision: %+v", cards)
 	}
 }
@@ -216,8 +273,8 @@ func TestApprovalCardFollowsDecision(t *testing.T) {
 func TestApprovalDecidedBeforeCardPosted(t *testing.T) {
 	t.Parallel()
 	e := newApprovalsEnv(t)
-	a := e.pause(t, core.ApprovalPolicy{})
-	if _, err := e.aps.Decide(t.Context(), a.ID, approval.Request{Approve: true, By: "ci-key", Via: "api"}); err != nil {
+	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{"key:ci-key"}})
+	if _, err := e.aps.Decide(t.Context(), a.ID, approval.Request{Approve: true, Principal: approval.KeyPrincipal("ci-key", approval.RoleApprover, nil, approval.RouteAPI)}); err != nil {
 		t.Fatal(err)
 	}
 	e.render(t, a.ID)
@@ -225,7 +282,7 @@ func TestApprovalDecidedBeforeCardPosted(t *testing.T) {
 		t.Fatal(err)
 	}
 	cards := e.cards()
-	if len(cards) != 1 || hasButtons(cards[0]) || !strings.Contains(string(cards[0].Blocks), "Approved by ci-key") {
+	if len(cards) != 1 || hasButtons(cards[0]) || !strings.Contains(string(cards[0].Blocks), "Approved by ci-key (API key)") {
 		t.Fatalf("cards = %+v, want one, approved, without buttons", cards)
 	}
 }
@@ -264,13 +321,18 @@ func TestClickByApproverDecides(t *testing.T) {
 	t.Parallel()
 	e := newApprovalsEnv(t)
 	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{ana}})
+	e.render(t, a.ID)
 	e.click(t, ana, chat.ActionApprove, a.ID)
 	got := e.status(t, a.ID)
-	if got.Status != core.ApprovalApproved || got.DecidedBy != ana || got.DecidedVia != chat.PlatformSlack {
-		t.Fatalf("approval after ana's click = %s by %s via %s", got.Status, got.DecidedBy, got.DecidedVia)
+	if got.Status != core.ApprovalApproved || got.DecidedBy != principal(ana) || got.DecidedVia != chat.PlatformSlack {
+		t.Fatalf("approval after ana's click = %s by %s via %s, want approved by %s via slack", got.Status, got.DecidedBy, got.DecidedVia, principal(ana))
+	}
+	e.render(t, a.ID)
+	if cards := e.cards(); len(cards) != 1 || hasButtons(cards[0]) || !strings.Contains(string(cards[0].Blocks), "Approved by \\u003c@"+ana+"\\u003e") {
+		t.Fatalf("card after ana's click = %+v, want approved by a mention of her, without buttons", cards)
 	}
 	e.click(t, ana, chat.ActionDeny, a.ID) // a second click changes nothing
-	e.told(t, ana, "already approved")
+	e.told(t, ana, "already approved by <@"+ana+">")
 	if got := e.status(t, a.ID); got.Status != core.ApprovalApproved {
 		t.Fatalf("second click changed the decision to %s", got.Status)
 	}
@@ -287,9 +349,11 @@ func TestClickByNonApproverRefused(t *testing.T) {
 	}{
 		{"not listed", core.ApprovalPolicy{Approvers: []string{ana}}, bob, "not in the tool's approvers"},
 		{"not in the group", core.ApprovalPolicy{Approvers: []string{"S0ONCALL01"}}, bob, "not in the tool's approvers"},
+		{"a key's role", core.ApprovalPolicy{Approvers: []string{"role:admin"}}, ana, "not in the tool's approvers"},
 		{"own request", core.ApprovalPolicy{ExcludeRequester: true}, bob, "may not approve their own request"},
 	} {
 		a := e.pause(t, tc.policy)
+		e.render(t, a.ID)
 		e.click(t, tc.user, chat.ActionApprove, a.ID)
 		e.told(t, tc.user, tc.want)
 		if got := e.status(t, a.ID); got.Status != core.ApprovalPending {
@@ -298,9 +362,39 @@ func TestClickByNonApproverRefused(t *testing.T) {
 	}
 	// A member of the approving user group may decide.
 	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{"S0ONCALL01"}})
+	e.render(t, a.ID)
+	e.click(t, ana, chat.ActionApprove, a.ID)
+	if got := e.status(t, a.ID); got.Status != core.ApprovalApproved || got.DecidedBy != principal(ana) {
+		t.Errorf("group member's click: approval %s by %s, want approved by %s", got.Status, got.DecidedBy, principal(ana))
+	}
+}
+
+// A click counts only from the approval's own card: the same button value
+// before the card was posted, on another message of the card's thread or on
+// the card's ts in another channel is refused, even for an approver; from
+// the card it decides.
+func TestClickOffTheCardRefused(t *testing.T) {
+	t.Parallel()
+	e := newApprovalsEnv(t)
+	const offCard = "the click did not come from this request's card in its conversation"
+	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{ana}})
+	refused := func(name, channel, thread, ts string) {
+		t.Helper()
+		mark := len(e.fake.Ephemerals())
+		e.clickAt(t, ana, chat.ActionApprove, a.ID, channel, thread, ts)
+		e.toldAfter(t, mark, ana, channel, thread, offCard)
+		if got := e.status(t, a.ID); got.Status != core.ApprovalPending {
+			t.Fatalf("%s: approval %s after an off-card click, want pending", name, got.Status)
+		}
+	}
+	refused("before the card was posted", cardChannel, cardThread, "1700000101.000100")
+	e.render(t, a.ID)
+	ts := e.cardTS(t, a.ID)
+	refused("another message in the thread", cardChannel, cardThread, "1700000101.000100")
+	refused("another channel", otherChannel, "", ts)
 	e.click(t, ana, chat.ActionApprove, a.ID)
 	if got := e.status(t, a.ID); got.Status != core.ApprovalApproved {
-		t.Errorf("group member's click: approval %s, want approved", got.Status)
+		t.Fatalf("ana's click on the card: approval %s, want approved", got.Status)
 	}
 }
 
@@ -309,6 +403,7 @@ func TestDenyAsksForReason(t *testing.T) {
 	t.Parallel()
 	e := newApprovalsEnv(t)
 	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{ana}})
+	e.render(t, a.ID)
 	e.click(t, ana, chat.ActionDeny, a.ID)
 	views := e.fake.Views()
 	if len(views) != 1 {
@@ -325,8 +420,13 @@ func TestDenyAsksForReason(t *testing.T) {
 	if err := json.Unmarshal(views[0].View, &view); err != nil {
 		t.Fatal(err)
 	}
+	// The submission counts as a click on the card: the modal remembers it.
+	var meta struct{ Channel, Message string }
+	if err := json.Unmarshal([]byte(view.PrivateMetadata), &meta); err != nil || meta.Channel != cardChannel || meta.Message != e.cardTS(t, a.ID) {
+		t.Fatalf("deny modal's private_metadata = %s (%v), want the card's channel %s and ts %s", view.PrivateMetadata, err, cardChannel, e.cardTS(t, a.ID))
+	}
 	sub, _ := json.Marshal(map[string]any{
-		"type": "view_submission", "team": map[string]any{"id": "T1"}, "user": map[string]any{"id": ana},
+		"type": "view_submission", "team": map[string]any{"id": team}, "user": map[string]any{"id": ana},
 		"view": map[string]any{"id": "V0001", "hash": "h1", "type": "modal", "callback_id": view.CallbackID,
 			"private_metadata": view.PrivateMetadata,
 			"state": map[string]any{"values": map[string]any{"reason": map[string]any{"reason": map[string]any{
@@ -336,7 +436,7 @@ func TestDenyAsksForReason(t *testing.T) {
 		t.Fatalf("view_submission answer: %d %q, want an empty 200 (closes the modal)", code, body)
 	}
 	got := e.status(t, a.ID)
-	if got.Status != core.ApprovalDenied || got.Reason != "not during the freeze" || got.DecidedBy != ana {
+	if got.Status != core.ApprovalDenied || got.Reason != "not during the freeze" || got.DecidedBy != principal(ana) {
 		t.Fatalf("approval after the modal: %s by %s, reason %q", got.Status, got.DecidedBy, got.Reason)
 	}
 }
@@ -364,10 +464,11 @@ func (f *fakeRoutines) TriggerIn(_ context.Context, id, extra, user string, b co
 func TestSlashCommand(t *testing.T) {
 	t.Parallel()
 	e := newApprovalsEnv(t)
-	e.pause(t, core.ApprovalPolicy{Approvers: []string{ana}})
-	command := func(user, text string) slack.CommandReply {
+	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{ana}})
+	e.pause(t, core.ApprovalPolicy{Approvers: []string{bob + "X"}}) // nobody here may decide it
+	command := func(user, channel, text string) slack.CommandReply {
 		t.Helper()
-		f := url.Values{"team_id": {"T1"}, "channel_id": {cardChannel}, "user_id": {user}, "user_name": {"x"},
+		f := url.Values{"team_id": {team}, "channel_id": {channel}, "user_id": {user}, "user_name": {"x"},
 			"command": {"/agentgate"}, "text": {text}, "trigger_id": {"t." + core.NewID("t")}, "response_url": {"http://127.0.0.1:1/c"}}
 		code, body := e.send(t, []byte(f.Encode()))
 		var r slack.CommandReply
@@ -376,22 +477,24 @@ func TestSlashCommand(t *testing.T) {
 		}
 		return r
 	}
-	for _, tc := range []struct{ user, text, want string }{
-		{bob, "", "/agentgate run <routine>"},
-		{bob, "help", "/agentgate approvals"},
-		{bob, "routines", "`daily-digest` (on)"},
-		{bob, "run daily-digest only prod", "Started routine `daily-digest`"},
-		{bob, "run nope", "There is no routine `nope`"},
-		{bob, "run", "Name the routine"},
-		{ana, "approvals", "wants to run `deploy`"},
-		{bob, "approvals", "Nothing is waiting for your decision"},
-		{bob, "dance", "Unknown command `dance`"},
+	for _, tc := range []struct{ user, channel, text, want string }{
+		{bob, cardChannel, "", "/agentgate run <routine>"},
+		{bob, cardChannel, "help", "/agentgate approvals"},
+		{bob, cardChannel, "routines", "`daily-digest` (on)"},
+		{bob, cardChannel, "run daily-digest only prod", "Started routine `daily-digest`"},
+		{bob, cardChannel, "run nope", "There is no routine `nope`"},
+		{bob, cardChannel, "run", "Name the routine"},
+		{ana, cardChannel, "approvals", "(1)\n• `" + a.RunID + "` wants to run `deploy` (approval `" + a.ID + "`"},
+		{bob, cardChannel, "approvals", "Nothing is waiting for your decision"},  // not an approver
+		{ana, otherChannel, "approvals", "Nothing is waiting for your decision"}, // not this channel's
+		{bob, cardChannel, "dance", "Unknown command `dance`"},
 	} {
-		if got := command(tc.user, tc.text); !strings.Contains(got.Text, tc.want) {
-			t.Errorf("/agentgate %s by %s = %q, want it to contain %q", tc.text, tc.user, got.Text, tc.want)
+		if got := command(tc.user, tc.channel, tc.text); !strings.Contains(got.Text, tc.want) {
+			t.Errorf("/agentgate %s by %s in %s = %q, want it to contain %q", tc.text, tc.user, tc.channel, got.Text, tc.want)
 		}
 	}
-	if want := "daily-digest|only prod|" + bob + "|slack:" + cardChannel; len(e.routines.triggered) != 1 || e.routines.triggered[0] != want {
+	// The routine's run is started by bob's principal.
+	if want := "daily-digest|only prod|" + principal(bob) + "|slack:" + cardChannel; len(e.routines.triggered) != 1 || e.routines.triggered[0] != want {
 		t.Errorf("triggered = %v, want [%s]", e.routines.triggered, want)
 	}
 }
