@@ -206,7 +206,9 @@ func (h *Handler) refuse(a core.Approval, user string, why *approval.NotAllowedE
 	return ephemeral("You may not decide this request: %s. Who may: %s.", why.Why, chat.WhoMay(a, Approvers))
 }
 
-func alreadyDecided(a core.Approval) string { return chat.AlreadyDecided(a, decider(chat.DeciderShown(a))) }
+func alreadyDecided(a core.Approval) string {
+	return chat.AlreadyDecided(a, decider(chat.DeciderShown(a)))
+}
 
 // followup posts the deferred answer of interaction i: a follow-up while
 // its token lives, else a normal message in its channel.
