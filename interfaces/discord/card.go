@@ -89,7 +89,8 @@ func outcome(c chat.ApprovalCard) string {
 }
 
 // Approvers renders a policy's approver ids: Discord user or role ids (a
-// role is matched with the clicker's roles), or "requester".
+// role is matched with the clicker's roles), discord:<user>, key:<name>,
+// role:<role>, or "requester".
 func Approvers(ids []string) string {
 	out := make([]string, 0, len(ids))
 	for _, id := range ids {
@@ -102,11 +103,12 @@ func Approvers(ids []string) string {
 	return strings.Join(out, ", ")
 }
 
-// mention shows a snowflake as a user mention (mentions ping nobody: every
-// message is posted with allowed_mentions empty), other text as is.
+// mention shows a snowflake or a Discord principal id (discord:<user>) as a
+// user mention (mentions ping nobody: every message is posted with
+// allowed_mentions empty), other text (key:<name>, role:<role>) as is.
 func mention(id string) string {
-	if isSnowflake(id) {
-		return "<@" + id + ">"
+	if u := strings.TrimPrefix(id, chat.PlatformDiscord+":"); isSnowflake(u) {
+		return "<@" + u + ">"
 	}
 	return escape(id)
 }

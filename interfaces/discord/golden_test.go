@@ -183,3 +183,21 @@ func TestInteractionsOverHTTPOff(t *testing.T) {
 		t.Errorf("a malformed public key: %v", err)
 	}
 }
+
+// Principal ids (discord:<user>) show as mentions on a card, like plain
+// Discord ids; keys and roles as text.
+func TestCardShowsPrincipals(t *testing.T) {
+	t.Parallel()
+	if got, want := discord.Approvers([]string{"discord:500000000000000001", "500000000000000002", "key:ci-key", "role:admin", "requester"}),
+		`<@500000000000000001>, <@500000000000000002>, key:ci-key, role:admin, the requester`; got != want {
+		t.Errorf("Approvers = %q, want %q", got, want)
+	}
+	card := chat.ApprovalCard{ApprovalID: "apr_0123456789abcdef", Agent: "ops", Tool: "deploy", RequestedBy: "discord:500000000000000002", Status: "pending"}
+	if m := discord.ApprovalMessage(card); !strings.Contains(m.Content, "Requested by <@500000000000000002>") {
+		t.Errorf("card %q, want the requester as a mention", m.Content)
+	}
+	card.RequestedBy = "key:ci-key"
+	if m := discord.ApprovalMessage(card); !strings.Contains(m.Content, "Requested by key:ci-key") {
+		t.Errorf("card of a key's run %q, want the key as text", m.Content)
+	}
+}

@@ -3,6 +3,7 @@ package discord_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -35,6 +36,12 @@ const (
 	channel = "1100000000000000001"
 )
 
+// principal is the principal id of Discord user user (discord:<user>), as
+// requested_by, decided_by and routine triggers record it.
+func principal(user string) string {
+	return approval.ChatPrincipal(chat.PlatformDiscord, "", user, "").ID
+}
+
 type env struct {
 	db       *sqlite.DB
 	fake     *discordtest.Server
@@ -42,6 +49,7 @@ type env struct {
 	client   *discord.Client
 	notifier *discord.Notifier
 	router   *chat.Approvals
+	aps      *approval.Service
 	h        *discord.Handler
 	srv      *httptest.Server
 	routines *fakeRoutines
@@ -83,12 +91,13 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.router = &chat.Approvals{Store: db, Renderers: map[string]chat.ApprovalRenderer{chat.PlatformDiscord: e.notifier}}
-	aps := approval.New(approval.Config{Store: db, Logger: log})
+	// Cards: a click counts only from the card the notifier posted (outbox).
+	e.aps = approval.New(approval.Config{Store: db, Logger: log, Cards: db})
 	e.h, err = discord.NewHandler(discord.HandlerConfig{
 		PublicKey: e.key.PublicHex(), ApplicationID: discordtest.AppID, BotUserID: discordtest.BotID,
 		Client: e.client, Engine: e.runs, Sessions: db, DefaultAgent: "ops", Channels: map[string]string{channel: "deployer"},
 		ThreadFollowUps: true, IgnoreBots: true, Logger: log,
-		Interact: discord.InteractConfig{Approvals: aps, Store: db, Routines: e.routines},
+		Interact: discord.InteractConfig{Approvals: e.aps, Store: db, Routines: e.routines},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -99,14 +108,15 @@ func newEnv(t *testing.T) *env {
 }
 
 // pause creates a Discord run of bob's in the thread, paused for a deploy
-// approval under policy.
+// approval under policy; bob's principal is the requester, as the engine
+// records it for a run started in Discord.
 func (e *env) pause(t *testing.T, policy core.ApprovalPolicy) core.Approval {
 	t.Helper()
 	ctx := t.Context()
 	now := time.Now().UTC()
 	run, err := e.db.CreateRun(ctx, core.NewRun{
 		Session: core.Session{ID: core.NewID("s"), Binding: core.Binding{Platform: chat.PlatformDiscord, Workspace: discordtest.GuildID, Channel: thread}},
-		Run:     core.Run{ID: core.NewID("run"), AgentID: "ops", UserID: bob, Type: core.RunTypeChat, Input: "deploy web"},
+		Run:     core.Run{ID: core.NewID("run"), AgentID: "ops", UserID: bob, StartedBy: principal(bob), Type: core.RunTypeChat, Input: "deploy web"},
 		Events:  []core.Event{core.NewEvent(core.EventUserMessage, core.UserMessage{Text: "deploy web", UserID: bob})},
 	})
 	if err != nil {
@@ -116,7 +126,7 @@ func (e *env) pause(t *testing.T, policy core.ApprovalPolicy) core.Approval {
 		t.Fatal(err)
 	}
 	a := core.Approval{ID: core.NewID("apr"), RunID: run.ID, ToolCallID: "call_1", Tool: "deploy",
-		Arguments: json.RawMessage(`{"service":"web","env":"production"}`), Policy: policy, RequestedBy: bob,
+		Arguments: json.RawMessage(`{"service":"web","env":"production"}`), Policy: policy, RequestedBy: principal(bob),
 		CreatedAt: now, ExpiresAt: now.Add(15 * time.Minute)}
 	if _, err := e.db.PauseRun(ctx, run.ID, "w", a, nil); err != nil {
 		t.Fatal(err)
@@ -133,6 +143,32 @@ func (e *env) render(t *testing.T, id string) {
 	if err := e.router.Handle(t.Context(), core.ApprovalJobFor(id, a.Status)); err != nil {
 		t.Fatalf("render approval %s: %v", id, err)
 	}
+}
+
+// cardID is the message id of approval id's card: the message the outbox
+// recorded as sent, which the fake holds in the thread.
+func (e *env) cardID(t *testing.T, id string) string {
+	t.Helper()
+	state, ref, err := e.db.SendRef(t.Context(), core.CardKey(chat.PlatformDiscord, id))
+	if err != nil || state != core.SendSent {
+		t.Fatalf("card of %s: state %q, %v; want sent (render it first)", id, state, err)
+	}
+	for _, m := range e.fake.Messages(thread) {
+		if m.ID == ref {
+			return ref
+		}
+	}
+	t.Fatalf("card of %s: no message %s in the thread", id, ref)
+	return ""
+}
+
+// click is the interaction of user (with roles) clicking the button
+// customID on message msg of channel, as Discord sends it: the clicked
+// message comes with the interaction.
+func (e *env) click(channel, msg, user string, roles []string, customID string) map[string]any {
+	i := e.fake.Interaction(3, channel, user, roles, discordtest.Button(customID))
+	i["message"] = map[string]any{"id": msg, "channel_id": channel, "type": 0, "content": "", "author": map[string]any{"id": discordtest.BotID, "username": "agentgate", "bot": true}}
+	return i
 }
 
 // post sends an interaction, signed, and decodes the response.
@@ -206,30 +242,58 @@ func TestApprovalButtons(t *testing.T) {
 	if got := buttonIDs(cards[0]); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("buttons = %v, want %v (success, danger)", got, want)
 	}
-	if !strings.Contains(cards[0].Content, "`deploy`") || !strings.Contains(cards[0].Content, "<@"+ana+">") {
-		t.Errorf("card = %q", cards[0].Content)
+	if !strings.Contains(cards[0].Content, "`deploy`") || !strings.Contains(cards[0].Content, "Who may decide: <@"+ana+">, <@"+oncall+">") {
+		t.Errorf("card = %q, want who may decide", cards[0].Content)
+	}
+	if !strings.Contains(cards[0].Content, "Requested by <@"+bob+">") {
+		t.Errorf("card = %q, want the requester (%s) as a mention", cards[0].Content, principal(bob))
+	}
+	card := e.cardID(t, a.ID)
+	const carol = "500000000000000003" // has the on-call role
+
+	// refused checks that a click answered an ephemeral refusal with why,
+	// and left the approval pending and the card as it was.
+	refused := func(what string, got map[string]any, why string) {
+		t.Helper()
+		data, _ := got["data"].(map[string]any)
+		if got["type"] != float64(4) || data["flags"] != float64(64) || !strings.Contains(fmt.Sprint(data["content"]), "may not decide") ||
+			!strings.Contains(fmt.Sprint(data["content"]), why) {
+			t.Errorf("%s answered %v, want an ephemeral refusal: %s", what, got, why)
+		}
+		if st, _ := e.db.GetApproval(t.Context(), a.ID); st.Status != core.ApprovalPending {
+			t.Fatalf("%s decided: %s", what, st.Status)
+		}
+		if cards := e.fake.Messages(thread); len(cards) != 1 || cards[0].Edits != 0 || len(cards[0].Components) == 0 {
+			t.Fatalf("%s changed the card: %+v", what, cards)
+		}
 	}
 
-	// bob is neither an approver nor in the role: refused, ephemeral.
-	got := e.post(t, e.fake.Interaction(3, thread, bob, nil, discordtest.Button("agentgate:approve:"+a.ID)))
+	// bob is neither an approver nor in the role: refused, even from the card.
+	refused("bob's click", e.post(t, e.click(thread, card, bob, nil, "agentgate:approve:"+a.ID)), "not in the tool's approvers")
+
+	// The same button value from anywhere but the card decides nothing,
+	// even for an approver: another message of the thread, the card's id in
+	// another channel, no message at all.
+	const offCard = "the click did not come from this request's card in its conversation"
+	refused("a click on another message", e.post(t, e.click(thread, e.fake.ID(), carol, []string{oncall}, "agentgate:deny:"+a.ID)), offCard)
+	refused("a click in another channel", e.post(t, e.click(channel, card, carol, []string{oncall}, "agentgate:deny:"+a.ID)), offCard)
+	refused("a click without its message", e.post(t, e.fake.Interaction(3, thread, ana, nil, discordtest.Button("agentgate:approve:"+a.ID))), offCard)
+
+	// An approver key decides nothing here: the tool's approvers do not name it.
+	var na *approval.NotAllowedError
+	if _, err := e.aps.Decide(t.Context(), a.ID, approval.Request{Principal: approval.KeyPrincipal("ops-key", approval.RoleAdmin, nil, approval.RouteAPI)}); !errors.As(err, &na) {
+		t.Fatalf("a key the approvers do not name decided a Discord request: %v", err)
+	}
+
+	// carol, in the on-call role, denies from the card.
+	got := e.post(t, e.click(thread, card, carol, []string{oncall}, "agentgate:deny:"+a.ID))
 	data, _ := got["data"].(map[string]any)
-	if got["type"] != float64(4) || data["flags"] != float64(64) || !strings.Contains(fmt.Sprint(data["content"]), "may not decide") {
-		t.Errorf("refused click answered %v", got)
-	}
-	if st, _ := e.db.GetApproval(t.Context(), a.ID); st.Status != core.ApprovalPending {
-		t.Fatalf("refused click decided: %s", st.Status)
-	}
-
-	// carol has the on-call role: she may deny.
-	const carol = "500000000000000003"
-	got = e.post(t, e.fake.Interaction(3, thread, carol, []string{oncall}, discordtest.Button("agentgate:deny:"+a.ID)))
-	data, _ = got["data"].(map[string]any)
 	if got["type"] != float64(7) || !strings.Contains(fmt.Sprint(data["content"]), "Denied by <@"+carol+">") {
 		t.Errorf("deny click answered %v, want an UPDATE_MESSAGE with the outcome", got)
 	}
 	st, _ := e.db.GetApproval(t.Context(), a.ID)
-	if st.Status != core.ApprovalDenied || st.DecidedBy != carol || st.DecidedVia != chat.PlatformDiscord {
-		t.Fatalf("approval = %s by %s via %s", st.Status, st.DecidedBy, st.DecidedVia)
+	if st.Status != core.ApprovalDenied || st.DecidedBy != principal(carol) || st.DecidedVia != chat.PlatformDiscord {
+		t.Fatalf("approval = %s by %s via %s, want denied by %s via discord", st.Status, st.DecidedBy, st.DecidedVia, principal(carol))
 	}
 	e.render(t, a.ID) // the approval job edits the card
 	cards = e.fake.Messages(thread)
@@ -237,10 +301,10 @@ func TestApprovalButtons(t *testing.T) {
 		t.Errorf("card after the decision = %+v, want the outcome without buttons", cards)
 	}
 
-	// A second click: already decided.
-	got = e.post(t, e.fake.Interaction(3, thread, ana, nil, discordtest.Button("agentgate:approve:"+a.ID)))
+	// A second click on the card: already decided.
+	got = e.post(t, e.click(thread, card, ana, nil, "agentgate:approve:"+a.ID))
 	data, _ = got["data"].(map[string]any)
-	if !strings.Contains(fmt.Sprint(data["content"]), "already denied") {
+	if !strings.Contains(fmt.Sprint(data["content"]), "already denied by <@"+carol+">") {
 		t.Errorf("late click answered %v", got)
 	}
 }
@@ -267,22 +331,26 @@ func (f *fakeRoutines) TriggerIn(_ context.Context, id, extra, user string, b co
 func TestCommandDeferredThenFollowup(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.pause(t, core.ApprovalPolicy{Approvers: []string{ana}})
+	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{ana}})
 	cases := []struct {
-		sub  string
-		opts map[string]string
-		user string
-		want string
+		sub     string
+		opts    map[string]string
+		channel string
+		user    string
+		want    string
 	}{
-		{"help", nil, ana, "/agentgate run"},
-		{"routines", nil, ana, "daily-digest"},
-		{"approvals", nil, ana, "wants to run `deploy`"},
-		{"approvals", nil, bob, "Nothing is waiting"},
-		{"run", map[string]string{"routine": "daily-digest", "input": "only prod"}, ana, "Started routine `daily-digest`"},
-		{"run", map[string]string{"routine": "nope"}, ana, "no routine `nope`"},
+		{"help", nil, channel, ana, "/agentgate run"},
+		{"routines", nil, channel, ana, "daily-digest"},
+		// approvals lists what the asker may decide in this conversation:
+		// ana, an approver, in the run's thread; not bob, nor ana elsewhere.
+		{"approvals", nil, thread, ana, "wants to run `deploy` (approval `" + a.ID + "`"},
+		{"approvals", nil, thread, bob, "Nothing is waiting"},
+		{"approvals", nil, channel, ana, "Nothing is waiting"},
+		{"run", map[string]string{"routine": "daily-digest", "input": "only prod"}, channel, ana, "Started routine `daily-digest`"},
+		{"run", map[string]string{"routine": "nope"}, channel, ana, "no routine `nope`"},
 	}
 	for i, c := range cases {
-		got := e.post(t, e.fake.Interaction(2, channel, c.user, nil, discordtest.Command(c.sub, c.opts)))
+		got := e.post(t, e.fake.Interaction(2, c.channel, c.user, nil, discordtest.Command(c.sub, c.opts)))
 		if got["type"] != float64(5) {
 			t.Errorf("%s: answered %v, want type 5 (deferred)", c.sub, got)
 		}
@@ -291,10 +359,11 @@ func TestCommandDeferredThenFollowup(t *testing.T) {
 		}
 		f := e.fake.Followups()[i]
 		if !strings.HasPrefix(f.Path, "/webhooks/"+discordtest.AppID+"/itoken-") || !strings.Contains(fmt.Sprint(f.Body["content"]), c.want) {
-			t.Errorf("%s: follow-up %s %v, want %q", c.sub, f.Path, f.Body["content"], c.want)
+			t.Errorf("%s by %s in %s: follow-up %s %v, want %q", c.sub, c.user, c.channel, f.Path, f.Body["content"], c.want)
 		}
 	}
-	if fmt.Sprint(e.routines.triggered) != "[daily-digest|only prod|"+ana+"|discord:"+channel+"]" {
+	// The routine's run is ana's: her principal id.
+	if fmt.Sprint(e.routines.triggered) != "[daily-digest|only prod|"+principal(ana)+"|discord:"+channel+"]" {
 		t.Errorf("triggered %v", e.routines.triggered)
 	}
 }
@@ -309,15 +378,31 @@ func TestRealPayloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As recorded, the click is on message 1200000000000000005, which is not
+	// this approval's card: refused.
 	var click map[string]any
 	if err := json.Unmarshal([]byte(strings.ReplaceAll(string(raw), "APPROVAL_ID", a.ID)), &click); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.post(t, click); got["type"] != float64(4) || !strings.Contains(fmt.Sprint(got["data"]), "did not come from this request's card") {
+		t.Errorf("click on another message answered %v, want a refusal", got)
+	}
+	if st, _ := e.db.GetApproval(t.Context(), a.ID); st.Status != core.ApprovalPending {
+		t.Fatalf("a click off the card decided: %s", st.Status)
+	}
+	// On the card, once posted, carol's click (in the on-call role) decides.
+	e.render(t, a.ID)
+	card := e.cardID(t, a.ID)
+	body := strings.NewReplacer("APPROVAL_ID", a.ID, `"id": "1200000000000000005"`, `"id": "`+card+`"`).Replace(string(raw))
+	click = nil
+	if err := json.Unmarshal([]byte(body), &click); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.post(t, click); got["type"] != float64(7) {
 		t.Errorf("click answered %v", got)
 	}
-	if st, _ := e.db.GetApproval(t.Context(), a.ID); st.Status != core.ApprovalApproved || st.DecidedBy != "500000000000000003" {
-		t.Errorf("approval %s by %s, want approved by carol (role %s)", st.Status, st.DecidedBy, oncall)
+	if st, _ := e.db.GetApproval(t.Context(), a.ID); st.Status != core.ApprovalApproved || st.DecidedBy != principal("500000000000000003") {
+		t.Errorf("approval %s by %s, want approved by carol (%s, role %s)", st.Status, st.DecidedBy, principal("500000000000000003"), oncall)
 	}
 
 	raw, err = os.ReadFile("testdata/message_create.json")

@@ -46,3 +46,13 @@ func TestCardGolden(t *testing.T) {
 		})
 	}
 }
+
+// Approver ids show as a card says them: Telegram users (bare or as
+// principals telegram:<id>) by id, keys and roles as text.
+func TestCardApprovers(t *testing.T) {
+	t.Parallel()
+	got := telegram.Approvers([]string{"telegram:5550001", "5550002", "key:ci-key", "role:admin", "requester"})
+	if want := "user 5550001, user 5550002, key:ci-key, role:admin, the requester"; got != want {
+		t.Errorf("Approvers = %q, want %q", got, want)
+	}
+}

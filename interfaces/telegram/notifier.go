@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-telegram/bot/models"
 
+	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
@@ -159,8 +160,24 @@ func (n *Notifier) edit(ctx context.Context, chatID int64, msgID int, a core.App
 	return n.cfg.Client.Edit(ctx, chatID, msgID, CardText(card), Keyboard(card))
 }
 
-// Approvers renders approver ids (Telegram user ids) for a card.
-func Approvers(ids []string) string { return "user " + strings.Join(ids, ", user ") }
+// Approvers renders approver ids for a card: a Telegram user (its id or
+// principal telegram:<id>) as "user <id>", "requester" as the requester,
+// anything else (key:<name>, role:<role>, a person) as is.
+func Approvers(ids []string) string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		u := strings.TrimPrefix(id, chat.PlatformTelegram+":")
+		switch _, err := strconv.ParseInt(u, 10, 64); {
+		case id == approval.Requester:
+			out = append(out, "the requester")
+		case err == nil:
+			out = append(out, "user "+u)
+		default:
+			out = append(out, id)
+		}
+	}
+	return strings.Join(out, ", ")
+}
 
 // Keyboard is the card's inline keyboard: Approve / Deny while pending,
 // none after. Its callback_data stays within 64 bytes.

@@ -30,7 +30,14 @@ const (
 	secret  = "s3cret-token_0123456789"
 	groupID = -1001234567890
 	anaID   = 5550001
+	bobID   = 5550002
 )
+
+// principal is the principal id of Telegram user user (telegram:<user>), as
+// requested_by, decided_by and routine triggers record it.
+func principal(user int64) string {
+	return approval.ChatPrincipal(chat.PlatformTelegram, "", fmt.Sprint(user), "").ID
+}
 
 // echoModel answers with its agent's name, how many messages it saw and the
 // last one.
@@ -121,10 +128,12 @@ func newEnv(t *testing.T, groupMode string, liveInterval ...time.Duration) *env 
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Cards: a click counts only from the card the notifier posted (outbox).
+	aps := approval.New(approval.Config{Store: db, Logger: log, Cards: db})
 	e.h, err = telegram.NewHandler(telegram.HandlerConfig{
 		WebhookSecret: secret, Engine: eng, Inbox: db, Outbox: db, Client: e.client, Logger: log,
 		Parser:    telegram.Parser{BotID: me.ID, BotUsername: me.Username, GroupMode: groupMode},
-		Approvals: approval.New(approval.Config{Store: db, Logger: log}), Store: db, Routines: e.routines,
+		Approvals: aps, Store: db, Routines: e.routines,
 		DefaultAgent: "helper", Chats: map[string]string{fmt.Sprint(groupID): "ops", "5550003": "slow"},
 	})
 	if err != nil {
@@ -272,7 +281,8 @@ func TestPollerStoresBeforeConfirming(t *testing.T) {
 }
 
 // pause creates a Telegram run of bob's in the group and pauses it for a
-// deploy approval under policy.
+// deploy approval under policy; bob's principal is the requester, as the
+// engine records it for a run started in Telegram.
 func (e *env) pause(t *testing.T, policy core.ApprovalPolicy) core.Approval {
 	t.Helper()
 	ctx := t.Context()
@@ -280,7 +290,8 @@ func (e *env) pause(t *testing.T, policy core.ApprovalPolicy) core.Approval {
 	run, err := e.db.CreateRun(ctx, core.NewRun{
 		Session: core.Session{ID: "ops:telegram::-1001234567890:" + core.NewID("s"),
 			Binding: core.Binding{Platform: chat.PlatformTelegram, Channel: fmt.Sprint(groupID)}},
-		Run:    core.Run{ID: core.NewID("run"), AgentID: "ops", UserID: "5550002", Type: core.RunTypeAPI, Input: "deploy web"},
+		Run: core.Run{ID: core.NewID("run"), AgentID: "ops", UserID: fmt.Sprint(bobID), StartedBy: principal(bobID),
+			Type: core.RunTypeChat, Input: "deploy web"},
 		Events: []core.Event{core.NewEvent(core.EventUserMessage, core.UserMessage{Text: "deploy web", UserID: "5550002"})},
 	})
 	if err != nil {
@@ -290,7 +301,7 @@ func (e *env) pause(t *testing.T, policy core.ApprovalPolicy) core.Approval {
 		t.Fatal(err)
 	}
 	a := core.Approval{ID: core.NewID("apr"), RunID: run.ID, ToolCallID: "call_1", Tool: "deploy",
-		Arguments: json.RawMessage(`{"service":"web","env":"prod-1"}`), Policy: policy, RequestedBy: "5550002",
+		Arguments: json.RawMessage(`{"service":"web","env":"prod-1"}`), Policy: policy, RequestedBy: principal(bobID),
 		CreatedAt: now, ExpiresAt: now.Add(15 * time.Minute)}
 	if _, err := e.db.PauseRun(ctx, run.ID, "w", a, nil); err != nil {
 		t.Fatal(err)
@@ -309,11 +320,37 @@ func (e *env) render(t *testing.T, id string) {
 	}
 }
 
-func click(t *testing.T, e *env, updateID, queryID string, user int64, data string) {
+// card is approval id's card: the message the outbox recorded as sent,
+// which the fake holds in the group.
+func (e *env) card(t *testing.T, id string) telegramtest.Message {
+	t.Helper()
+	state, ref, err := e.db.SendRef(t.Context(), core.CardKey(chat.PlatformTelegram, id))
+	if err != nil || state != core.SendSent {
+		t.Fatalf("card of %s: state %q, %v; want sent (render it first)", id, state, err)
+	}
+	for _, m := range messagesIn(e.fake, groupID) {
+		if fmt.Sprint(m.ID) == ref {
+			return m
+		}
+	}
+	t.Fatalf("card of %s: no message %s in the group", id, ref)
+	return telegramtest.Message{}
+}
+
+// click clicks the button with data on the card as user.
+func click(t *testing.T, e *env, updateID, queryID string, user int64, card telegramtest.Message, data string) {
+	t.Helper()
+	clickAt(t, e, updateID, queryID, user, card.ChatID, card.ID, data)
+}
+
+// clickAt sends a callback query with data from user on message msg of
+// chat, wherever that is.
+func clickAt(t *testing.T, e *env, updateID, queryID string, user, chat int64, msg int, data string) {
 	t.Helper()
 	body := string(payload(t, "callback_query.json"))
 	body = strings.NewReplacer("815000007", updateID, "4382bfdwdsb323b2d9", queryID, "a:APPROVAL_ID", data,
-		`"id": 5550001`, fmt.Sprintf(`"id": %d`, user)).Replace(body)
+		`"id": 5550001`, fmt.Sprintf(`"id": %d`, user), `"message_id": 101`, fmt.Sprintf(`"message_id": %d`, msg),
+		`"id": -1001234567890`, fmt.Sprintf(`"id": %d`, chat)).Replace(body)
 	if code := e.post(t, secret, []byte(body)); code != http.StatusOK {
 		t.Fatalf("click: got %d", code)
 	}
@@ -323,46 +360,127 @@ func click(t *testing.T, e *env, updateID, queryID string, user int64, data stri
 func TestApprovalCardAndClicks(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "")
-	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{fmt.Sprint(anaID)}})
+	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{principal(anaID)}})
 	e.render(t, a.ID)
 	e.render(t, a.ID) // a retried job: still one card
 	cards := messagesIn(e.fake, groupID)
 	if len(cards) != 1 {
 		t.Fatalf("cards = %d, want 1", len(cards))
 	}
+	card := e.card(t, a.ID)
 	var kb models.InlineKeyboardMarkup
-	if err := json.Unmarshal([]byte(cards[0].ReplyMarkup), &kb); err != nil || len(kb.InlineKeyboard) != 1 || len(kb.InlineKeyboard[0]) != 2 {
-		t.Fatalf("keyboard = %s (%v)", cards[0].ReplyMarkup, err)
+	if err := json.Unmarshal([]byte(card.ReplyMarkup), &kb); err != nil || len(kb.InlineKeyboard) != 1 || len(kb.InlineKeyboard[0]) != 2 {
+		t.Fatalf("keyboard = %s (%v)", card.ReplyMarkup, err)
 	}
 	for _, b := range kb.InlineKeyboard[0] {
 		if len(b.CallbackData) > 64 {
 			t.Fatalf("callback_data %q is over 64 bytes", b.CallbackData)
 		}
 	}
-	if !strings.Contains(cards[0].Text, `prod\-1`) && !strings.Contains(cards[0].Text, `"env": "prod-1"`) {
-		t.Fatalf("card text = %q", cards[0].Text)
+	approve, deny := kb.InlineKeyboard[0][0].CallbackData, kb.InlineKeyboard[0][1].CallbackData
+	if approve != "a:"+a.ID || deny != "d:"+a.ID {
+		t.Fatalf("callback_data = %q, %q", approve, deny)
+	}
+	if !strings.Contains(card.Text, `prod\-1`) && !strings.Contains(card.Text, `"env": "prod-1"`) {
+		t.Fatalf("card text = %q", card.Text)
+	}
+	if !strings.Contains(card.Text, "Who may decide: user 5550001") {
+		t.Fatalf("card text = %q, want who may decide (ana as a user id)", card.Text)
 	}
 
-	click(t, e, "815000010", "q-bob", 5550002, kb.InlineKeyboard[0][0].CallbackData)
-	if ans, _ := e.fake.Answer("q-bob"); !strings.Contains(ans, "may not decide") {
-		t.Fatalf("bob's click answered %q, want a refusal", ans)
+	// refused checks that a click was answered with a refusal saying why,
+	// and decided nothing: the approval is pending, the card not edited.
+	refused := func(what, queryID, why string) {
+		t.Helper()
+		if ans, _ := e.fake.Answer(queryID); !strings.Contains(ans, "may not decide") || !strings.Contains(ans, why) {
+			t.Fatalf("%s answered %q, want a refusal: %s", what, ans, why)
+		}
+		if got, _ := e.db.GetApproval(t.Context(), a.ID); got.Status != core.ApprovalPending {
+			t.Fatalf("after %s the approval is %s", what, got.Status)
+		}
+		if now := e.card(t, a.ID); now.Edits != 0 || now.Text != card.Text || now.ReplyMarkup != card.ReplyMarkup {
+			t.Fatalf("after %s the card is %+v", what, now)
+		}
 	}
-	if got, _ := e.db.GetApproval(t.Context(), a.ID); got.Status != core.ApprovalPending {
-		t.Fatalf("after a refused click the approval is %s", got.Status)
-	}
-	click(t, e, "815000011", "q-ana", anaID, kb.InlineKeyboard[0][1].CallbackData)
+
+	// bob is not an approver: refused, even from the card.
+	click(t, e, "815000010", "q-bob", bobID, card, approve)
+	refused("bob's click", "q-bob", "not in the tool's approvers")
+
+	// Forged callbacks: the card's callback_data from ana, an approver, but
+	// from another chat (her private chat, on the card's message id) or on
+	// another message of the group decide nothing.
+	const offCard = "the click did not come from this request's card in its conversation"
+	clickAt(t, e, "815000013", "q-forged-chat", anaID, anaID, card.ID, approve)
+	refused("a callback from another chat", "q-forged-chat", offCard)
+	clickAt(t, e, "815000014", "q-forged-msg", anaID, groupID, card.ID+1, approve)
+	refused("a callback from another message", "q-forged-msg", offCard)
+
+	// ana denies from the card: decided_by is her principal, with her handle.
+	click(t, e, "815000011", "q-ana", anaID, card, deny)
 	got, _ := e.db.GetApproval(t.Context(), a.ID)
-	if got.Status != core.ApprovalDenied || got.DecidedVia != chat.PlatformTelegram || got.DecidedBy != fmt.Sprint(anaID) {
-		t.Fatalf("approval = %s by %s via %s", got.Status, got.DecidedBy, got.DecidedVia)
+	if got.Status != core.ApprovalDenied || got.DecidedVia != chat.PlatformTelegram || got.DecidedBy != principal(anaID) || got.DecidedByName != "@ana_ops" {
+		t.Fatalf("approval = %s by %s (%q) via %s, want denied by %s (@ana_ops) via telegram",
+			got.Status, got.DecidedBy, got.DecidedByName, got.DecidedVia, principal(anaID))
 	}
 	e.render(t, a.ID)
-	card := messagesIn(e.fake, groupID)[0]
-	if card.Edits != 1 || !strings.Contains(card.Text, "Denied") || strings.Contains(card.ReplyMarkup, "callback_data") {
+	card = e.card(t, a.ID)
+	if card.Edits != 1 || !strings.Contains(card.Text, `Denied* by @ana\_ops`) || strings.Contains(card.ReplyMarkup, "callback_data") {
 		t.Fatalf("card after deny = %+v", card)
 	}
-	click(t, e, "815000012", "q-late", anaID, kb.InlineKeyboard[0][0].CallbackData)
+	click(t, e, "815000012", "q-late", anaID, card, approve)
 	if ans, _ := e.fake.Answer("q-late"); !strings.Contains(ans, "already denied") {
 		t.Fatalf("late click answered %q", ans)
+	}
+}
+
+// command sends text (a /command) from user in chat.
+func command(t *testing.T, e *env, updateID string, user, chat int64, text string) {
+	t.Helper()
+	cmd, _, _ := strings.Cut(text, " ")
+	chatType := "supergroup"
+	if chat > 0 {
+		chatType = "private"
+	}
+	body := strings.NewReplacer("815000006", updateID, `"id": 5550002`, fmt.Sprintf(`"id": %d`, user),
+		`"id": -1001234567890, "title": "Ops", "type": "supergroup"`, fmt.Sprintf(`"id": %d, "title": "Ops", "type": %q`, chat, chatType),
+		`"text": "/run@agentgate_bot daily-report for web"`, fmt.Sprintf(`"text": %q`, text),
+		`"length": 18`, fmt.Sprintf(`"length": %d`, len(cmd))).Replace(string(payload(t, "command_run.json")))
+	if code := e.post(t, secret, []byte(body)); code != http.StatusOK {
+		t.Fatalf("%s: got %d", text, code)
+	}
+}
+
+// /approvals lists the approvals of runs in this chat that the asker may
+// decide, and nothing of other chats.
+func TestApprovalsCommand(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	forAna := e.pause(t, core.ApprovalPolicy{Approvers: []string{principal(anaID)}})
+	forBob := e.pause(t, core.ApprovalPolicy{Approvers: []string{fmt.Sprint(bobID)}})
+	forKey := e.pause(t, core.ApprovalPolicy{Approvers: []string{"role:admin"}})
+	for i, c := range []struct {
+		user, chat int64
+		want, not  []string
+	}{
+		{anaID, groupID, []string{forAna.ID}, []string{forBob.ID, forKey.ID}},
+		{bobID, groupID, []string{forBob.ID}, []string{forAna.ID, forKey.ID}},
+		{anaID, anaID, []string{"No requests in this chat"}, []string{forAna.ID}},
+	} {
+		n := len(messagesIn(e.fake, c.chat))
+		command(t, e, fmt.Sprint(815000200+i), c.user, c.chat, "/approvals")
+		waitFor(t, e.fake, "the /approvals answer", func() bool { return len(messagesIn(e.fake, c.chat)) > n })
+		got := messagesIn(e.fake, c.chat)[n].Text
+		for _, w := range c.want {
+			if !strings.Contains(got, telegram.Escape(w)) {
+				t.Errorf("/approvals by %d in %d = %q, want %s", c.user, c.chat, got, w)
+			}
+		}
+		for _, w := range c.not {
+			if strings.Contains(got, telegram.Escape(w)) {
+				t.Errorf("/approvals by %d in %d = %q lists %s", c.user, c.chat, got, w)
+			}
+		}
 	}
 }
 
@@ -379,7 +497,8 @@ func TestCommands(t *testing.T) {
 	e.routines.mu.Lock()
 	trig := e.routines.triggered
 	e.routines.mu.Unlock()
-	if len(trig) != 1 || trig[0] != "daily-report|for web|5550002|telegram:-1001234567890" {
+	// The routine's run is bob's: his principal id.
+	if len(trig) != 1 || trig[0] != "daily-report|for web|"+principal(bobID)+"|telegram:-1001234567890" {
 		t.Fatalf("triggered = %q", trig)
 	}
 	if err := e.client.SetCommands(t.Context(), telegram.Commands); err != nil {
