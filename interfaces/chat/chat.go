@@ -103,7 +103,7 @@ type ApprovalCard struct {
 	Tool        string
 	Arguments   string // pretty-printed JSON
 	Approvers   string // who may approve, as text: "<@U1>, requester" or "anyone in this conversation"
-	RequestedBy string // platform user id of whoever started the run, may be empty
+	RequestedBy string // principal id of whoever started the run (slack:T/U, discord:U, key:name), may be empty
 	ExpiresAt   time.Time
 
 	// Decided state; Status is "pending" until a decision.
