@@ -100,10 +100,6 @@ type Request struct {
 // refuses gets *NotAllowedError and the refusal is audited.
 func (s *Service) Decide(ctx context.Context, id string, req Request) (core.Approval, error) {
 	p := req.Principal
-	action := core.AuditDeny
-	if req.Approve {
-		action = core.AuditApprove
-	}
 	a, err := s.cfg.Store.GetApproval(ctx, id)
 	if err != nil {
 		return a, err
@@ -130,7 +126,7 @@ func (s *Service) Decide(ctx context.Context, id string, req Request) (core.Appr
 	d, err := s.cfg.Store.DecideApproval(ctx, id, core.Decision{
 		Status: status, By: p.ID, ByName: s.cfg.People.Display(p), Via: p.Route, Reason: req.Reason,
 		ArgsSHA256: req.ArgsSHA256, At: now,
-		Audit: &core.AuditEntry{Principal: p.ID, Route: p.Route, Action: action, Target: id, Detail: req.Reason},
+		Audit: &core.AuditEntry{Principal: p.ID, Route: p.Route, Action: decisionAction(req.Approve), Target: id, Detail: req.Reason},
 	})
 	if err != nil {
 		return d, err
@@ -145,14 +141,18 @@ func (s *Service) Authorize(ctx context.Context, a core.Approval, p Principal, a
 	err := s.Check(ctx, a, p, true)
 	var na *NotAllowedError
 	if errors.As(err, &na) {
-		action := core.AuditDeny
-		if approve {
-			action = core.AuditApprove
-		}
 		s.audit(ctx, core.AuditEntry{Principal: p.ID, Route: p.Route, Action: core.AuditRefused, Target: a.ID,
-			Outcome: core.AuditDenied, Detail: action + ": " + na.Why})
+			Outcome: core.AuditDenied, Detail: decisionAction(approve) + ": " + na.Why})
 	}
 	return err
+}
+
+// decisionAction is the audit action of an approve or a deny.
+func decisionAction(approve bool) string {
+	if approve {
+		return core.AuditApprove
+	}
+	return core.AuditDeny
 }
 
 // audit appends e; the log is best effort for refusals (a decision's entry

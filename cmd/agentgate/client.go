@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -206,16 +207,9 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tPRINCIPAL\tROUTE\tACTION\tTARGET\tOUTCOME\tDETAIL")
 	for _, e := range page.Items {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format(time.DateTime), cmpOr(e.Principal, "-"), e.Route, e.Action, e.Target, e.Outcome, e.Detail)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format(time.DateTime), cmp.Or(e.Principal, "-"), e.Route, e.Action, e.Target, e.Outcome, e.Detail)
 	}
 	return tw.Flush()
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // reorder moves flags before positional arguments so `approve ID --reason x` works.

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"golang.org/x/time/rate"
 
@@ -130,15 +129,10 @@ func (s *server) refusedKey(r *http.Request, detail string) {
 		Outcome: core.AuditDenied, Detail: detail + " from " + r.RemoteAddr})
 }
 
-// audit appends e to the audit log; a failure is logged (the request's
-// outcome does not depend on it).
+// audit appends e to the audit log (the store fills in its time and the
+// outcome ok); a failure is logged (the request's outcome does not depend
+// on it).
 func (s *server) audit(ctx context.Context, e core.AuditEntry) {
-	if e.At.IsZero() {
-		e.At = time.Now().UTC()
-	}
-	if e.Outcome == "" {
-		e.Outcome = core.AuditOK
-	}
 	if s.cfg.Store == nil {
 		return
 	}

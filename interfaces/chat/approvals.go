@@ -147,10 +147,14 @@ func Decidable(ctx context.Context, st interface {
 		return nil, err
 	}
 	var out []core.Approval
+	sessions := map[string]core.Session{}
 	for _, a := range page.Items {
-		ses, err := st.GetSession(ctx, a.SessionID)
-		if err != nil {
-			return nil, err
+		ses, ok := sessions[a.SessionID]
+		if !ok {
+			if ses, err = st.GetSession(ctx, a.SessionID); err != nil {
+				return nil, err
+			}
+			sessions[a.SessionID] = ses
 		}
 		if ses.Binding.Platform != b.Platform || ses.Binding.Channel != b.Channel ||
 			b.Workspace != "" && ses.Binding.Workspace != "" && ses.Binding.Workspace != b.Workspace {

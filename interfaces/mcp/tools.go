@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -233,14 +232,9 @@ func (h *handlers) need(role approval.Role, next server.ToolHandlerFunc) server.
 	}
 }
 
-// audit appends e to the audit log; a failure is logged.
+// audit appends e to the audit log (the store fills in its time and the
+// outcome ok); a failure is logged.
 func (h *handlers) audit(ctx context.Context, e core.AuditEntry) {
-	if e.At.IsZero() {
-		e.At = time.Now().UTC()
-	}
-	if e.Outcome == "" {
-		e.Outcome = core.AuditOK
-	}
 	if err := h.cfg.Store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
 		h.cfg.Logger.Error("audit log", "action", e.Action, "target", e.Target, "err", err)
 	}
