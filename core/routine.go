@@ -90,6 +90,10 @@ type Routine struct {
 	// MaxFailures is how many consecutive failed runs disable the routine;
 	// 0 = never.
 	MaxFailures int `json:"max_failures"`
+	// Callers limit who may trigger the routine on demand (people, platform
+	// ids, groups, key roles, channels; see the README); empty = anyone who
+	// may reach it. Schedules fire whatever it says.
+	Callers []string `json:"callers"`
 	// NextFireAt is the next due time; nil when disabled or when the
 	// schedule has no further time.
 	NextFireAt          *time.Time `json:"next_fire_at"`
@@ -135,6 +139,7 @@ type RoutineDef struct {
 	Enabled     bool
 	Missed      MissedPolicy
 	MaxFailures int
+	Callers     []string
 	// NextFireAt is the first due time after the sync; the store uses it when
 	// the routine is new, its schedule or timezone changed, it becomes
 	// enabled by this sync, or it has no next fire time. Zero = none.
@@ -145,7 +150,11 @@ type RoutineDef struct {
 // NextFireAt). SyncRoutines stores the file's hash to tell whether the
 // file's definition of a routine changed since the last sync.
 func (d RoutineDef) ConfigHash() string {
-	b, _ := json.Marshal([]any{d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, d.Missed, d.MaxFailures})
+	fields := []any{d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, d.Missed, d.MaxFailures}
+	if len(d.Callers) > 0 { // routines synced before callers existed keep their hash
+		fields = append(fields, d.Callers)
+	}
+	b, _ := json.Marshal(fields)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
@@ -164,6 +173,8 @@ type RoutineSpec struct {
 	Missed  *string `json:"missed,omitempty"`
 	// MaxFailures: 0 = the default 5, -1 = never disable, as in the file.
 	MaxFailures *int `json:"max_failures,omitempty"`
+	// Callers: who may trigger it on demand; [] = anyone.
+	Callers *[]string `json:"callers,omitempty"`
 }
 
 // RoutinePatch is the input of UpdateRoutine: each non-nil field replaces
@@ -176,6 +187,7 @@ type RoutinePatch struct {
 	DeliverTo   *string
 	Missed      *MissedPolicy
 	MaxFailures *int // as stored: 0 = never
+	Callers     *[]string
 	// Enabled toggles the routine as SetRoutineEnabled does (stored, wins
 	// until the file's enabled value changes).
 	Enabled *bool

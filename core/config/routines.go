@@ -29,6 +29,11 @@ type Routine struct {
 	// MaxFailures is how many consecutive failed runs disable the routine.
 	// Default 5; -1 = never.
 	MaxFailures int `yaml:"max_failures"`
+	// Callers limit who may trigger the routine on demand (chat commands,
+	// API, CLI, MCP): people, platform ids, group ids, key:<name>,
+	// role:<role> and channel:<platform>:<id>. Default: anyone who may reach
+	// it. The schedule fires whatever it says.
+	Callers []string `yaml:"callers"`
 }
 
 // IsEnabled is Enabled with its default (true).

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -21,8 +22,8 @@ func TestRoutinesExampleLoads(t *testing.T) {
 	d := defs[1]
 	want := core.RoutineDef{ID: "daily-digest", AgentID: "ops", Schedule: "0 9 * * 1-5", Timezone: "Europe/Berlin",
 		Input: "Summarize yesterday's deploys and open incidents.", DeliverTo: "slack:C0123456789", Enabled: false,
-		Missed: core.MissedSkip, MaxFailures: 5}
-	if d != want {
+		Missed: core.MissedSkip, MaxFailures: 5, Callers: []string{"channel:slack:C0123456789", "role:operator"}}
+	if !reflect.DeepEqual(d, want) {
 		t.Errorf("daily-digest = %+v\nwant           %+v", d, want)
 	}
 	cost := defs[0]
@@ -51,7 +52,7 @@ routines:
 	defs := c.RoutineDefs()
 	want := core.RoutineDef{ID: "r", AgentID: "ops", Schedule: "@hourly", Timezone: "UTC", Input: "hi",
 		DeliverTo: "none", Enabled: true, Missed: core.MissedSkip, MaxFailures: 5}
-	if defs[1] != want {
+	if !reflect.DeepEqual(defs[1], want) {
 		t.Errorf("defaults = %+v\nwant       %+v", defs[1], want)
 	}
 	if defs[0].MaxFailures != 0 {

@@ -416,6 +416,9 @@ func (s *Scheduler) Update(ctx context.Context, id string, in core.RoutineSpec) 
 	if in.MaxFailures != nil {
 		p.MaxFailures = &d.MaxFailures
 	}
+	if in.Callers != nil {
+		p.Callers = &d.Callers
+	}
 	r, err := s.cfg.Store.UpdateRoutine(ctx, id, p)
 	if err != nil {
 		return core.Routine{}, err

@@ -28,6 +28,8 @@ type Spec struct {
 	Missed string
 	// MaxFailures: 0 = the default 5, -1 = never disable.
 	MaxFailures int
+	// Callers limit who may trigger it on demand; empty = anyone.
+	Callers []string
 }
 
 // Problem is one thing wrong with a Spec. Field is the field's name as in
@@ -84,6 +86,11 @@ func (s Spec) Problems(id string, agents []string) []Problem {
 	if s.MaxFailures < -1 {
 		add("max_failures", "must be -1 (never disable), 0 (default 5) or more")
 	}
+	for i, c := range s.Callers {
+		if c == "" || strings.ContainsAny(c, " \t\r\n") {
+			add(fmt.Sprintf("callers[%d]", i), "%q: name a person, a platform id (slack:U123, discord:42, telegram:5550001), key:<name>, role:<role>, a group id or channel:<platform>:<id>, without spaces", c)
+		}
+	}
 	return p
 }
 
@@ -91,7 +98,7 @@ func (s Spec) Problems(id string, agents []string) []Problem {
 func (s Spec) Def(id string) core.RoutineDef {
 	d := core.RoutineDef{ID: id, AgentID: s.Agent, Schedule: strings.TrimSpace(s.Schedule), Timezone: s.Timezone,
 		Input: s.Input, DeliverTo: strings.TrimSpace(s.DeliverTo), Enabled: s.Enabled == nil || *s.Enabled,
-		Missed: core.MissedPolicy(s.Missed), MaxFailures: s.MaxFailures}
+		Missed: core.MissedPolicy(s.Missed), MaxFailures: s.MaxFailures, Callers: s.Callers}
 	if d.Timezone == "" {
 		d.Timezone = "UTC"
 	}
@@ -114,7 +121,7 @@ func (s Spec) Def(id string) core.RoutineDef {
 func specOf(r core.Routine) Spec {
 	enabled := r.Enabled
 	s := Spec{Agent: r.AgentID, Schedule: r.Schedule, Timezone: r.Timezone, Input: r.Input, DeliverTo: r.DeliverTo,
-		Enabled: &enabled, Missed: string(r.Missed), MaxFailures: r.MaxFailures}
+		Enabled: &enabled, Missed: string(r.Missed), MaxFailures: r.MaxFailures, Callers: r.Callers}
 	if s.MaxFailures == 0 {
 		s.MaxFailures = -1 // never
 	}
@@ -139,6 +146,9 @@ func (s Spec) with(in core.RoutineSpec) Spec {
 	}
 	if in.MaxFailures != nil {
 		s.MaxFailures = *in.MaxFailures
+	}
+	if in.Callers != nil {
+		s.Callers = *in.Callers
 	}
 	return s
 }

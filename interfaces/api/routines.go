@@ -15,8 +15,9 @@ type Routines interface {
 	List(ctx context.Context, o core.ListOptions) (core.Page[core.Routine], error)
 	Get(ctx context.Context, id string) (core.Routine, error)
 	History(ctx context.Context, id string, o core.ListOptions) (core.Page[core.RoutineEntry], error)
-	// Trigger fires the routine now with extra appended to its input.
-	Trigger(ctx context.Context, id, extra, userID string) (core.Run, error)
+	// TriggerIn fires the routine now with extra appended to its input
+	// (approval.Service.Trigger checks the caller first).
+	TriggerIn(ctx context.Context, id, extra, userID string, b core.Binding, dedupeKey string) (core.Run, error)
 	Enable(ctx context.Context, id string) (core.Routine, error)
 	Disable(ctx context.Context, id string) (core.Routine, error)
 	// Create stores a routine with source api: *core.InputError when the
@@ -112,16 +113,15 @@ func (s *server) triggerRoutine(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 && !decode(w, r, &req) {
 		return
 	}
-	rt, ok := s.loadRoutine(w, r)
-	if !ok {
+	run, err := s.cfg.Approvals.Trigger(r.Context(), s.cfg.Routines, caller(r), r.PathValue("id"), req.Input, core.Binding{}, "")
+	if nc, ok := errors.AsType[*approval.NotCallerError](err); ok {
+		writeError(w, http.StatusForbidden, "forbidden", nc.Error())
 		return
 	}
-	run, err := s.cfg.Routines.Trigger(r.Context(), rt.ID, req.Input, caller(r).ID)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	s.auditRoutine(r, core.AuditTrigger, rt.ID, "run "+run.ID)
 	s.writeRun(w, r, http.StatusAccepted, run)
 }
 

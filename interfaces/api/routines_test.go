@@ -263,6 +263,34 @@ func TestRoutineCreateEditDelete(t *testing.T) {
 		t.Errorf("a refused patch changed the routine: %+v", r)
 	}
 
+	// callers: only the keys (people, channels) named may trigger it. The
+	// open gateway's caller is key:local.
+	if code := e.call("PATCH", "/api/v1/routines/nightly", `{"callers":["key:ci","channel:slack:C_OPS"]}`, &r); code != 200 ||
+		len(r.Callers) != 2 || r.Callers[0] != "key:ci" {
+		t.Fatalf("patch callers: %d %+v", code, r.Callers)
+	}
+	var refused errResp
+	if code := e.call("POST", "/api/v1/routines/nightly/trigger", `{}`, &refused); code != 403 ||
+		!strings.Contains(refused.Error.Message, "not among the routine's callers") {
+		t.Errorf("trigger by a non-caller: %d %+v, want 403", code, refused)
+	}
+	if code := e.call("PATCH", "/api/v1/routines/nightly", `{"callers":["bad caller"]}`, &refused); code != 400 ||
+		!strings.Contains(refused.Error.Message, "callers[0]") {
+		t.Errorf("patch a caller with a space: %d %+v, want 400 naming callers[0]", code, refused)
+	}
+	if code := e.call("PATCH", "/api/v1/routines/nightly", `{"callers":["role:admin"]}`, &r); code != 200 {
+		t.Fatalf("patch callers to role:admin: %d", code)
+	}
+	var run core.Run
+	if code := e.call("POST", "/api/v1/routines/nightly/trigger", `{}`, &run); code != 202 || run.StartedBy != "key:local" {
+		t.Errorf("trigger by a caller: %d %+v, want 202 started by key:local", code, run)
+	}
+	var audit core.Page[core.AuditEntry]
+	e.call("GET", "/api/v1/audit?action=routine.trigger&target=nightly", "", &audit)
+	if len(audit.Items) != 2 || audit.Items[0].Outcome != core.AuditOK || audit.Items[1].Outcome != core.AuditDenied {
+		t.Errorf("trigger audit = %+v, want the trigger after the refusal", audit.Items)
+	}
+
 	if code := e.call("DELETE", "/api/v1/routines/nightly", "", nil); code != 204 {
 		t.Fatalf("delete: %d", code)
 	}

@@ -30,6 +30,9 @@ type Decider interface {
 	// Check says whether p may decide a; card false leaves out the check
 	// that p clicked a's card (for listing what p may decide).
 	Check(ctx context.Context, a core.Approval, p approval.Principal, card bool) error
+	// Trigger fires a routine for p once its callers allow p, and audits it
+	// (approval.Service.Trigger; refusals are *approval.NotCallerError).
+	Trigger(ctx context.Context, rr approval.Triggerer, p approval.Principal, id, extra string, b core.Binding, dedupeKey string) (core.Run, error)
 }
 
 // ApprovalLister reads approvals; core.Store is one.
@@ -43,5 +46,6 @@ type ApprovalLister interface {
 // RoutineRunner lists and triggers routines; *routine.Scheduler is one.
 type RoutineRunner interface {
 	List(ctx context.Context, o core.ListOptions) (core.Page[core.Routine], error)
+	Get(ctx context.Context, id string) (core.Routine, error)
 	TriggerIn(ctx context.Context, id, extra, userID string, b core.Binding, dedupeKey string) (core.Run, error)
 }

@@ -78,7 +78,7 @@ func (h *Handler) commandText(ctx context.Context, i *discordgo.Interaction, sub
 	case "routines":
 		return h.listRoutines(ctx)
 	case "run":
-		return h.runRoutine(ctx, i, opts["routine"], opts["input"], user)
+		return h.runRoutine(ctx, i, opts["routine"], opts["input"], user, roles)
 	case "approvals":
 		return h.myApprovals(ctx, i, user, roles)
 	}
@@ -117,14 +117,19 @@ func (h *Handler) listRoutines(ctx context.Context) (string, error) {
 	return b.String(), nil
 }
 
-func (h *Handler) runRoutine(ctx context.Context, i *discordgo.Interaction, id, extra, user string) (string, error) {
-	rr := h.cfg.Interact.Routines
-	if rr == nil {
+func (h *Handler) runRoutine(ctx context.Context, i *discordgo.Interaction, id, extra, user string, roles []string) (string, error) {
+	rr, d := h.cfg.Interact.Routines, h.cfg.Interact.Approvals
+	if rr == nil || d == nil {
 		return "Routines are not available on this gateway.", nil
 	}
-	run, err := rr.TriggerIn(ctx, id, extra, approval.ChatPrincipal(chat.PlatformDiscord, "", user, "").ID, core.Binding{Platform: chat.PlatformDiscord, Workspace: i.GuildID, Channel: i.ChannelID}, "run:interaction:"+i.ID)
+	p := chat.Asker(chat.PlatformDiscord, i.GuildID, i.ChannelID, user)
+	p.Groups = roles
+	run, err := d.Trigger(ctx, rr, p, id, extra, core.Binding{Platform: chat.PlatformDiscord, Workspace: i.GuildID, Channel: i.ChannelID}, "run:interaction:"+i.ID)
 	if errors.Is(err, core.ErrNotFound) {
 		return fmt.Sprintf("There is no routine `%s`. `/agentgate routines` lists them.", escape(id)), nil
+	}
+	if nc, ok := errors.AsType[*approval.NotCallerError](err); ok {
+		return fmt.Sprintf("You may not run routine `%s`: %s.", escape(id), nc.Why), nil
 	}
 	if err != nil {
 		return "", err

@@ -315,12 +315,23 @@ type fakeRoutines struct {
 }
 
 func (f *fakeRoutines) List(context.Context, core.ListOptions) (core.Page[core.Routine], error) {
-	return core.Page[core.Routine]{Items: []core.Routine{{ID: "daily-digest", AgentID: "ops", Schedule: "0 9 * * 1-5", Enabled: true}}}, nil
+	return core.Page[core.Routine]{Items: []core.Routine{{ID: "daily-digest", AgentID: "ops", Schedule: "0 9 * * 1-5", Enabled: true},
+		{ID: "deploy-prod", AgentID: "ops", Schedule: "@daily", Callers: []string{"role-deployers"}}}}, nil
 }
 
-func (f *fakeRoutines) TriggerIn(_ context.Context, id, extra, user string, b core.Binding, _ string) (core.Run, error) {
-	if id != "daily-digest" {
-		return core.Run{}, fmt.Errorf("routine %s: %w", id, core.ErrNotFound)
+func (f *fakeRoutines) Get(ctx context.Context, id string) (core.Routine, error) {
+	page, _ := f.List(ctx, core.ListOptions{})
+	for _, r := range page.Items {
+		if r.ID == id {
+			return r, nil
+		}
+	}
+	return core.Routine{}, fmt.Errorf("routine %s: %w", id, core.ErrNotFound)
+}
+
+func (f *fakeRoutines) TriggerIn(ctx context.Context, id, extra, user string, b core.Binding, _ string) (core.Run, error) {
+	if _, err := f.Get(ctx, id); err != nil {
+		return core.Run{}, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -337,20 +348,24 @@ func TestCommandDeferredThenFollowup(t *testing.T) {
 		opts    map[string]string
 		channel string
 		user    string
+		roles   []string
 		want    string
 	}{
-		{"help", nil, channel, ana, "/agentgate run"},
-		{"routines", nil, channel, ana, "daily-digest"},
+		{"help", nil, channel, ana, nil, "/agentgate run"},
+		{"routines", nil, channel, ana, nil, "daily-digest"},
 		// approvals lists what the asker may decide in this conversation:
 		// ana, an approver, in the run's thread; not bob, nor ana elsewhere.
-		{"approvals", nil, thread, ana, "wants to run `deploy` (approval `" + a.ID + "`"},
-		{"approvals", nil, thread, bob, "Nothing is waiting"},
-		{"approvals", nil, channel, ana, "Nothing is waiting"},
-		{"run", map[string]string{"routine": "daily-digest", "input": "only prod"}, channel, ana, "Started routine `daily-digest`"},
-		{"run", map[string]string{"routine": "nope"}, channel, ana, "no routine `nope`"},
+		{"approvals", nil, thread, ana, nil, "wants to run `deploy` (approval `" + a.ID + "`"},
+		{"approvals", nil, thread, bob, nil, "Nothing is waiting"},
+		{"approvals", nil, channel, ana, nil, "Nothing is waiting"},
+		{"run", map[string]string{"routine": "daily-digest", "input": "only prod"}, channel, ana, nil, "Started routine `daily-digest`"},
+		{"run", map[string]string{"routine": "nope"}, channel, ana, nil, "no routine `nope`"},
+		// deploy-prod may be run by members of the Discord role role-deployers only.
+		{"run", map[string]string{"routine": "deploy-prod"}, channel, bob, nil, "You may not run routine `deploy-prod`: not among the routine's callers"},
+		{"run", map[string]string{"routine": "deploy-prod"}, channel, bob, []string{"role-deployers"}, "Started routine `deploy-prod`"},
 	}
 	for i, c := range cases {
-		got := e.post(t, e.fake.Interaction(2, c.channel, c.user, nil, discordtest.Command(c.sub, c.opts)))
+		got := e.post(t, e.fake.Interaction(2, c.channel, c.user, c.roles, discordtest.Command(c.sub, c.opts)))
 		if got["type"] != float64(5) {
 			t.Errorf("%s: answered %v, want type 5 (deferred)", c.sub, got)
 		}
@@ -363,7 +378,7 @@ func TestCommandDeferredThenFollowup(t *testing.T) {
 		}
 	}
 	// The routine's run is ana's: her principal id.
-	if fmt.Sprint(e.routines.triggered) != "[daily-digest|only prod|"+principal(ana)+"|discord:"+channel+"]" {
+	if fmt.Sprint(e.routines.triggered) != "[daily-digest|only prod|"+principal(ana)+"|discord:"+channel+" deploy-prod||"+principal(bob)+"|discord:"+channel+"]" {
 		t.Errorf("triggered %v", e.routines.triggered)
 	}
 }

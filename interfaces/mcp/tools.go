@@ -127,7 +127,10 @@ func failure(err error) *mcpgo.CallToolResult {
 	var ie *core.InputError
 	var np *core.NotPendingError
 	var na *approval.NotAllowedError
+	var nc *approval.NotCallerError
 	switch {
+	case errors.As(err, &nc):
+		return mcpgo.NewToolResultError(nc.Error())
 	case errors.As(err, &ie):
 		return mcpgo.NewToolResultError(ie.Msg)
 	case errors.As(err, &np):
@@ -257,17 +260,10 @@ func (h *handlers) triggerRoutine(ctx context.Context, req mcpgo.CallToolRequest
 	if bad != nil {
 		return bad, nil
 	}
-	if rt, err := h.cfg.Routines.Get(ctx, id); err != nil {
-		return failure(err), nil
-	} else if bad := mayUse(ctx, rt.AgentID); bad != nil {
-		return bad, nil
-	}
-	p := caller(ctx)
-	run, err := h.cfg.Routines.Trigger(ctx, id, req.GetString("input", ""), p.ID)
+	run, err := h.cfg.Approvals.Trigger(ctx, h.cfg.Routines, caller(ctx), id, req.GetString("input", ""), core.Binding{}, "")
 	if err != nil {
 		return failure(err), nil
 	}
-	h.audit(ctx, core.AuditEntry{Principal: p.ID, Route: Via, Action: core.AuditTrigger, Target: id, Detail: "run " + run.ID})
 	return jsonResult(run), nil
 }
 

@@ -97,17 +97,33 @@ func (h *Handler) runRoutine(ctx context.Context, cmd *chat.Command, name, rest,
 	if id == "" {
 		return ephemeral("Name the routine: `/%s run <routine> [extra input]`. `/%s routines` lists them.", name, name), nil
 	}
-	run, err := rr.TriggerIn(ctx, id, extra, approval.ChatPrincipal(chat.PlatformSlack, cmd.Workspace, cmd.UserID, "").ID, core.Binding{
+	if h.cfg.Interact.Approvals == nil {
+		return ephemeral("Routines are not available on this gateway."), nil
+	}
+	run, err := h.cfg.Interact.Approvals.Trigger(ctx, rr, h.asker(cmd), id, extra, core.Binding{
 		Platform: chat.PlatformSlack, Workspace: cmd.Workspace, Channel: cmd.Channel,
 	}, "run:"+key)
 	if errors.Is(err, core.ErrNotFound) {
 		return ephemeral("There is no routine `%s`. `/%s routines` lists them.", escapeMrkdwn(id), name), nil
+	}
+	if nc, ok := errors.AsType[*approval.NotCallerError](err); ok {
+		return ephemeral("You may not run routine `%s`: %s.", escapeMrkdwn(id), nc.Why), nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	h.log.Info("slack command started routine", "routine", id, "run", run.ID, "user", cmd.UserID)
 	return ephemeral("Started routine `%s` (run `%s`). Its output will be posted in this channel.", escapeMrkdwn(id), run.ID), nil
+}
+
+// asker is the principal giving cmd, in its channel, with its user groups.
+func (h *Handler) asker(cmd *chat.Command) approval.Principal {
+	p := chat.Asker(chat.PlatformSlack, cmd.Workspace, cmd.Channel, cmd.UserID)
+	p.MemberOf = func(ctx context.Context, group string) (bool, error) {
+		groups, err := h.groupsOf(ctx, []string{group}, cmd.UserID)
+		return len(groups) > 0, err
+	}
+	return p
 }
 
 // myApprovals lists the pending approvals the caller may decide.
@@ -120,11 +136,7 @@ func (h *Handler) myApprovals(ctx context.Context, cmd *chat.Command) (any, erro
 	if ic.Approvals == nil {
 		return ephemeral("Approvals are not available on this gateway."), nil
 	}
-	p := chat.Asker(chat.PlatformSlack, cmd.Workspace, cmd.Channel, cmd.UserID)
-	p.MemberOf = func(ctx context.Context, group string) (bool, error) {
-		groups, err := h.groupsOf(ctx, []string{group}, cmd.UserID)
-		return len(groups) > 0, err
-	}
+	p := h.asker(cmd)
 	items, err := chat.Decidable(ctx, st, ic.Approvals, core.Binding{Platform: chat.PlatformSlack, Workspace: cmd.Workspace, Channel: cmd.Channel}, p)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -450,12 +451,23 @@ func (f *fakeRoutines) List(context.Context, core.ListOptions) (core.Page[core.R
 	return core.Page[core.Routine]{Items: []core.Routine{
 		{ID: "daily-digest", AgentID: "ops", Schedule: "0 9 * * 1-5", Enabled: true, NextFireAt: &next},
 		{ID: "cost-check", AgentID: "ops", Schedule: "@daily"},
+		{ID: "deploy-prod", AgentID: "ops", Schedule: "@daily", Callers: []string{"channel:slack:C_OPS", "S0ONCALL01"}},
 	}}, nil
 }
 
-func (f *fakeRoutines) TriggerIn(_ context.Context, id, extra, user string, b core.Binding, _ string) (core.Run, error) {
-	if id != "daily-digest" {
-		return core.Run{}, fmt.Errorf("routine %s: %w", id, core.ErrNotFound)
+func (f *fakeRoutines) Get(ctx context.Context, id string) (core.Routine, error) {
+	page, _ := f.List(ctx, core.ListOptions{})
+	for _, r := range page.Items {
+		if r.ID == id {
+			return r, nil
+		}
+	}
+	return core.Routine{}, fmt.Errorf("routine %s: %w", id, core.ErrNotFound)
+}
+
+func (f *fakeRoutines) TriggerIn(ctx context.Context, id, extra, user string, b core.Binding, _ string) (core.Run, error) {
+	if _, err := f.Get(ctx, id); err != nil {
+		return core.Run{}, err
 	}
 	f.triggered = append(f.triggered, fmt.Sprintf("%s|%s|%s|%s:%s", id, extra, user, b.Platform, b.Channel))
 	return core.Run{ID: "run_digest1"}, nil
@@ -483,6 +495,10 @@ func TestSlashCommand(t *testing.T) {
 		{bob, cardChannel, "routines", "`daily-digest` (on)"},
 		{bob, cardChannel, "run daily-digest only prod", "Started routine `daily-digest`"},
 		{bob, cardChannel, "run nope", "There is no routine `nope`"},
+		// deploy-prod's callers: the channel C_OPS and the user group S0ONCALL01 (ana).
+		{bob, cardChannel, "run deploy-prod", "You may not run routine `deploy-prod`: not among the routine's callers"},
+		{ana, cardChannel, "run deploy-prod", "Started routine `deploy-prod`"},
+		{bob, "C_OPS", "run deploy-prod", "Started routine `deploy-prod`"},
 		{bob, cardChannel, "run", "Name the routine"},
 		{ana, cardChannel, "approvals", "(1)\n• `" + a.RunID + "` wants to run `deploy` (approval `" + a.ID + "`"},
 		{bob, cardChannel, "approvals", "Nothing is waiting for your decision"},  // not an approver
@@ -493,9 +509,23 @@ func TestSlashCommand(t *testing.T) {
 			t.Errorf("/agentgate %s by %s in %s = %q, want it to contain %q", tc.text, tc.user, tc.channel, got.Text, tc.want)
 		}
 	}
-	// The routine's run is started by bob's principal.
-	if want := "daily-digest|only prod|" + principal(bob) + "|slack:" + cardChannel; len(e.routines.triggered) != 1 || e.routines.triggered[0] != want {
-		t.Errorf("triggered = %v, want [%s]", e.routines.triggered, want)
+	// The routines' runs are started by the callers' principals; the refused
+	// command started nothing and left an audit row.
+	want := []string{"daily-digest|only prod|" + principal(bob) + "|slack:" + cardChannel,
+		"deploy-prod||" + principal(ana) + "|slack:" + cardChannel, "deploy-prod||" + principal(bob) + "|slack:C_OPS"}
+	if !slices.Equal(e.routines.triggered, want) {
+		t.Errorf("triggered = %q, want %q", e.routines.triggered, want)
+	}
+	refused, err := e.db.ListAudit(t.Context(), core.AuditFilter{Action: core.AuditTrigger, Principal: principal(bob)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcomes := map[string]int{}
+	for _, a := range refused.Items {
+		outcomes[a.Target+" "+a.Outcome]++
+	}
+	if outcomes["deploy-prod "+core.AuditDenied] != 1 || outcomes["deploy-prod "+core.AuditOK] != 1 || outcomes["daily-digest "+core.AuditOK] != 1 {
+		t.Errorf("bob's trigger audit = %v, want one refusal and two triggers", outcomes)
 	}
 }
 

@@ -126,19 +126,22 @@ func (h *Handler) listRoutines(ctx context.Context) (string, error) {
 
 // key names the update: a redelivery fires nothing more.
 func (h *Handler) runRoutine(ctx context.Context, cmd *chat.Command, thread, key string) (string, error) {
-	if h.cfg.Routines == nil {
+	if h.cfg.Routines == nil || h.cfg.Approvals == nil {
 		return "Routines are not available on this gateway.", nil
 	}
 	id, extra, _ := strings.Cut(cmd.Text, " ")
 	if id == "" {
 		return "Which routine? /run <routine> [extra input]; /routines lists them.", nil
 	}
-	run, err := h.cfg.Routines.TriggerIn(ctx, id, strings.TrimSpace(extra), approval.ChatPrincipal(chat.PlatformTelegram, "", cmd.UserID, "").ID,
-		core.Binding{Platform: chat.PlatformTelegram, Channel: cmd.Channel, Thread: thread}, "run:"+key)
+	run, err := h.cfg.Approvals.Trigger(ctx, h.cfg.Routines, chat.Asker(chat.PlatformTelegram, "", cmd.Channel, cmd.UserID), id,
+		strings.TrimSpace(extra), core.Binding{Platform: chat.PlatformTelegram, Channel: cmd.Channel, Thread: thread}, "run:"+key)
 	var inputErr *core.InputError
+	var nc *approval.NotCallerError
 	switch {
 	case errors.Is(err, core.ErrNotFound):
 		return fmt.Sprintf("No routine %q; /routines lists them.", id), nil
+	case errors.As(err, &nc):
+		return fmt.Sprintf("You may not run routine %s: %s.", id, nc.Why), nil
 	case errors.As(err, &inputErr):
 		return err.Error(), nil
 	case err != nil:

@@ -54,12 +54,23 @@ type fakeRoutines struct {
 }
 
 func (f *fakeRoutines) List(context.Context, core.ListOptions) (core.Page[core.Routine], error) {
-	return core.Page[core.Routine]{Items: []core.Routine{{ID: "daily-report", AgentID: "ops", Schedule: "0 9 * * *", Enabled: true}}}, nil
+	return core.Page[core.Routine]{Items: []core.Routine{{ID: "daily-report", AgentID: "ops", Schedule: "0 9 * * *", Enabled: true},
+		{ID: "deploy-prod", AgentID: "ops", Schedule: "@daily", Callers: []string{"telegram:5550001"}}}}, nil
 }
 
-func (f *fakeRoutines) TriggerIn(_ context.Context, id, extra, user string, b core.Binding, _ string) (core.Run, error) {
-	if id != "daily-report" {
-		return core.Run{}, core.ErrNotFound
+func (f *fakeRoutines) Get(ctx context.Context, id string) (core.Routine, error) {
+	page, _ := f.List(ctx, core.ListOptions{})
+	for _, r := range page.Items {
+		if r.ID == id {
+			return r, nil
+		}
+	}
+	return core.Routine{}, fmt.Errorf("routine %s: %w", id, core.ErrNotFound)
+}
+
+func (f *fakeRoutines) TriggerIn(ctx context.Context, id, extra, user string, b core.Binding, _ string) (core.Run, error) {
+	if _, err := f.Get(ctx, id); err != nil {
+		return core.Run{}, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -481,6 +492,31 @@ func TestApprovalsCommand(t *testing.T) {
 				t.Errorf("/approvals by %d in %d = %q lists %s", c.user, c.chat, got, w)
 			}
 		}
+	}
+}
+
+// /run of a routine with callers runs only for them (deploy-prod: ana).
+func TestRunRoutineCallers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	for i, c := range []struct {
+		user int64
+		want string
+	}{
+		{bobID, `You may not run routine deploy\-prod: not among the routine's callers`},
+		{anaID, `Running deploy\-prod`},
+	} {
+		n := len(messagesIn(e.fake, groupID))
+		command(t, e, fmt.Sprint(815000300+i), c.user, groupID, "/run deploy-prod")
+		waitFor(t, e.fake, "the /run answer", func() bool { return len(messagesIn(e.fake, groupID)) > n })
+		if got := messagesIn(e.fake, groupID)[n].Text; !strings.Contains(got, c.want) {
+			t.Errorf("/run deploy-prod by %d = %q, want %q", c.user, got, c.want)
+		}
+	}
+	e.routines.mu.Lock()
+	defer e.routines.mu.Unlock()
+	if want := "deploy-prod||" + principal(anaID) + "|telegram:" + fmt.Sprint(groupID); len(e.routines.triggered) != 1 || e.routines.triggered[0] != want {
+		t.Errorf("triggered = %q, want [%s]", e.routines.triggered, want)
 	}
 }
 

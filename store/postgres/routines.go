@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,7 +28,7 @@ var _ core.Outbox = (*DB)(nil)
 
 const (
 	routineCols = `id, agent_id, schedule, timezone, input, deliver_to, enabled, config_enabled, missed,
-		max_failures, next_fire_at, last_fire_at, consecutive_failures, disabled_reason, created_at, updated_at, source`
+		max_failures, next_fire_at, last_fire_at, consecutive_failures, disabled_reason, created_at, updated_at, source, callers`
 	// entryCols select a history entry with its run's status; the query
 	// names routine_history h and LEFT JOINs runs r.
 	entryCols = `h.routine_id, h.kind, h.due_at, h.fired_at, h.run_id, COALESCE(r.status, ''),
@@ -37,15 +38,16 @@ const (
 
 func scanRoutine(s scanner, extra ...any) (core.Routine, error) {
 	var x core.Routine
-	var missed, source string
+	var missed, source, callers string
 	dest := append(extra, &x.ID, &x.AgentID, &x.Schedule, &x.Timezone, &x.Input, &x.DeliverTo, &x.Enabled,
 		&x.ConfigEnabled, &missed, &x.MaxFailures, &x.NextFireAt, &x.LastFireAt, &x.ConsecutiveFailures,
-		&x.DisabledReason, &x.CreatedAt, &x.UpdatedAt, &source)
+		&x.DisabledReason, &x.CreatedAt, &x.UpdatedAt, &source, &callers)
 	if err := s.Scan(dest...); err != nil {
 		return core.Routine{}, err
 	}
 	x.Missed = core.MissedPolicy(missed)
 	x.Source = core.RoutineSource(source)
+	x.Callers = splitLines(callers)
 	x.NextFireAt = utcPtr(x.NextFireAt)
 	x.LastFireAt = utcPtr(x.LastFireAt)
 	x.CreatedAt = utc(x.CreatedAt)
@@ -129,9 +131,9 @@ func syncRoutineTx(ctx context.Context, tx *txn, d core.RoutineDef, at time.Time
 			next = timeOrNull(d.NextFireAt)
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO routines (`+routineCols+`, config_hash)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, NULL, 0, '', $11, $11, 'config', $12)`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, NULL, 0, '', $11, $11, 'config', $13, $12)`,
 			d.ID, d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, d.Enabled, string(d.Missed),
-			d.MaxFailures, next, at, hash)
+			d.MaxFailures, next, at, hash, joinLines(d.Callers))
 		return err
 	}
 	if err != nil {
@@ -144,10 +146,10 @@ func syncRoutineTx(ctx context.Context, tx *txn, d core.RoutineDef, at time.Time
 	u := resync(cur, curHash, d)
 	_, err = tx.Exec(ctx, `UPDATE routines SET agent_id = $1, schedule = $2, timezone = $3, input = $4,
 		deliver_to = $5, enabled = $6, config_enabled = $7, missed = $8, max_failures = $9, next_fire_at = $10,
-		consecutive_failures = $11, disabled_reason = $12, updated_at = $13, source = 'config', config_hash = $14
-		WHERE id = $15`,
+		consecutive_failures = $11, disabled_reason = $12, updated_at = $13, source = 'config', config_hash = $14,
+		callers = $16 WHERE id = $15`,
 		u.def.AgentID, u.def.Schedule, u.def.Timezone, u.def.Input, u.def.DeliverTo, u.enabled, d.Enabled,
-		string(u.def.Missed), u.def.MaxFailures, u.next, u.failures, u.reason, at, hash, d.ID)
+		string(u.def.Missed), u.def.MaxFailures, u.next, u.failures, u.reason, at, hash, d.ID, joinLines(u.def.Callers))
 	return err
 }
 
@@ -169,7 +171,7 @@ func resync(cur core.Routine, curHash string, d core.RoutineDef) resynced {
 	u := resynced{enabled: cur.Enabled, failures: cur.ConsecutiveFailures, reason: cur.DisabledReason,
 		next: cur.NextFireAt, def: core.RoutineDef{AgentID: cur.AgentID, Schedule: cur.Schedule,
 			Timezone: cur.Timezone, Input: cur.Input, DeliverTo: cur.DeliverTo, Missed: cur.Missed,
-			MaxFailures: cur.MaxFailures}}
+			MaxFailures: cur.MaxFailures, Callers: cur.Callers}}
 	if takeover || d.ConfigHash() != curHash { // the file's definition changed: it wins
 		u.def = d
 	}
@@ -211,10 +213,10 @@ func (db *DB) CreateRoutine(ctx context.Context, d core.RoutineDef, at time.Time
 		}
 		var err error
 		out, err = scanRoutine(tx.QueryRow(ctx, `INSERT INTO routines (`+routineCols+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, NULL, 0, '', $11, $11, 'api')
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, NULL, 0, '', $11, $11, 'api', $12)
 			ON CONFLICT (id) DO NOTHING RETURNING `+routineCols,
 			d.ID, d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, d.Enabled, string(d.Missed),
-			d.MaxFailures, next, at))
+			d.MaxFailures, next, at, joinLines(d.Callers)))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return core.ErrRoutineExists
 		}
@@ -248,9 +250,9 @@ func (db *DB) UpdateRoutine(ctx context.Context, id string, p core.RoutinePatch)
 			schedule = COALESCE($2, schedule), timezone = COALESCE($3, timezone), input = COALESCE($4, input),
 			deliver_to = COALESCE($5, deliver_to), missed = COALESCE($6, missed),
 			max_failures = COALESCE($7, max_failures), enabled = $8, next_fire_at = $9, consecutive_failures = $10,
-			disabled_reason = $11, updated_at = $12 WHERE id = $13 RETURNING `+routineCols,
+			disabled_reason = $11, updated_at = $12, callers = COALESCE($14, callers) WHERE id = $13 RETURNING `+routineCols,
 			p.AgentID, p.Schedule, p.Timezone, p.Input, p.DeliverTo, missed, p.MaxFailures,
-			u.enabled, u.next, u.failures, u.reason, p.At, id))
+			u.enabled, u.next, u.failures, u.reason, p.At, id, patchLines(p.Callers)))
 		return err
 	})
 	if err != nil {
@@ -567,4 +569,24 @@ func (db *DB) SetRoutineDelivery(ctx context.Context, runID, delivery string) er
 		return fmt.Errorf("routine delivery of run %s: %w", runID, err)
 	}
 	return nil
+}
+
+// joinLines stores a list of ids (a routine's callers) one per line.
+func joinLines(l []string) string { return strings.Join(l, "\n") }
+
+// patchLines is joinLines of a patch field; nil leaves the column as is.
+func patchLines(l *[]string) *string {
+	if l == nil {
+		return nil
+	}
+	s := joinLines(*l)
+	return &s
+}
+
+// splitLines reads a list stored by joinLines.
+func splitLines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
 }

@@ -46,6 +46,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Harness) {
 		{"SyncLeavesAPIRoutines", testSyncLeavesAPIRoutines},
 		{"SyncKeepsAPIEdits", testSyncKeepsAPIEdits},
 		{"Update", testUpdate},
+		{"Callers", testCallers},
 		{"Delete", testDelete},
 		{"List", testList},
 		{"DueRoutines", testDueRoutines},
@@ -911,4 +912,42 @@ func testDelete(t *testing.T, h Harness) {
 	}
 	// The id can be used again.
 	create(t, h, def("r", false, time.Time{}), at(2*time.Minute))
+}
+
+// testCallers: a routine's callers are stored as defined by the file or the
+// API, survive a sync that does not change them and are replaced or cleared
+// by a patch.
+func testCallers(t *testing.T, h Harness) {
+	ctx := t.Context()
+	file := def("file", true, at(time.Hour))
+	file.Callers = []string{"ana", "role:operator", "channel:slack:C1"}
+	syncDefs(t, h, t0, file)
+	if got := get(t, h, "file").Callers; !slices.Equal(got, file.Callers) {
+		t.Errorf("synced callers = %q, want %q", got, file.Callers)
+	}
+	file.Callers = []string{"bo"}
+	syncDefs(t, h, at(time.Minute), file)
+	if got := get(t, h, "file").Callers; !slices.Equal(got, []string{"bo"}) {
+		t.Errorf("callers after the file changed them = %q, want [bo]", got)
+	}
+	d := def("mine", true, at(time.Hour))
+	d.Callers = []string{"slack:T1/U1", "S0GROUP"}
+	if got := create(t, h, d, t0).Callers; !slices.Equal(got, d.Callers) {
+		t.Errorf("created callers = %q, want %q", got, d.Callers)
+	}
+	r, err := h.Routines.UpdateRoutine(ctx, "mine", core.RoutinePatch{Input: ptr("new input"), At: at(time.Minute)})
+	if err != nil || !slices.Equal(r.Callers, d.Callers) {
+		t.Errorf("a patch without callers: %q, %v; want them unchanged", r.Callers, err)
+	}
+	r, err = h.Routines.UpdateRoutine(ctx, "mine", core.RoutinePatch{Callers: ptr([]string{"telegram:5550001"}), At: at(2 * time.Minute)})
+	if err != nil || !slices.Equal(r.Callers, []string{"telegram:5550001"}) {
+		t.Errorf("patched callers = %q, %v; want [telegram:5550001]", r.Callers, err)
+	}
+	r, err = h.Routines.UpdateRoutine(ctx, "mine", core.RoutinePatch{Callers: ptr([]string{}), At: at(3 * time.Minute)})
+	if err != nil || len(r.Callers) != 0 {
+		t.Errorf("cleared callers = %q, %v; want none", r.Callers, err)
+	}
+	if got := get(t, h, "mine").Callers; len(got) != 0 {
+		t.Errorf("cleared callers read back as %q", got)
+	}
 }

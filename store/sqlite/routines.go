@@ -18,7 +18,7 @@ var _ core.Outbox = (*DB)(nil)
 
 const (
 	routineCols = `id, agent_id, schedule, timezone, input, deliver_to, enabled, config_enabled, missed,
-		max_failures, next_fire_at, last_fire_at, consecutive_failures, disabled_reason, created_at, updated_at, source`
+		max_failures, next_fire_at, last_fire_at, consecutive_failures, disabled_reason, created_at, updated_at, source, callers`
 	// entryCols select a history entry with its run's status; the query
 	// names routine_history h and LEFT JOINs runs r.
 	entryCols = `h.routine_id, h.kind, h.due_at, h.fired_at, h.run_id, COALESCE(r.status, ''),
@@ -28,17 +28,18 @@ const (
 
 func scanRoutine(s scanner, extra ...any) (core.Routine, error) {
 	var x core.Routine
-	var missed, source string
+	var missed, source, callers string
 	var next, last sql.NullInt64
 	var created, updated int64
 	dest := append(extra, &x.ID, &x.AgentID, &x.Schedule, &x.Timezone, &x.Input, &x.DeliverTo, &x.Enabled,
 		&x.ConfigEnabled, &missed, &x.MaxFailures, &next, &last, &x.ConsecutiveFailures, &x.DisabledReason,
-		&created, &updated, &source)
+		&created, &updated, &source, &callers)
 	if err := s.Scan(dest...); err != nil {
 		return core.Routine{}, err
 	}
 	x.Missed = core.MissedPolicy(missed)
 	x.Source = core.RoutineSource(source)
+	x.Callers = splitLines(callers)
 	x.NextFireAt = nullNanos(next)
 	x.LastFireAt = nullNanos(last)
 	x.CreatedAt = nanos(created)
@@ -116,9 +117,9 @@ func syncRoutineTx(ctx context.Context, tx *sql.Tx, d core.RoutineDef, at time.T
 			next = timeOrNull(d.NextFireAt)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO routines(`+routineCols+`, config_hash)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, '', ?, ?, 'config', ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, '', ?, ?, 'config', ?, ?)`,
 			d.ID, d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, d.Enabled, d.Enabled, string(d.Missed),
-			d.MaxFailures, next, at.UnixNano(), at.UnixNano(), hash)
+			d.MaxFailures, next, at.UnixNano(), at.UnixNano(), joinLines(d.Callers), hash)
 		return err
 	}
 	if err != nil {
@@ -132,9 +133,10 @@ func syncRoutineTx(ctx context.Context, tx *sql.Tx, d core.RoutineDef, at time.T
 	next := toNull(u.next)
 	_, err = tx.ExecContext(ctx, `UPDATE routines SET agent_id = ?, schedule = ?, timezone = ?, input = ?,
 		deliver_to = ?, enabled = ?, config_enabled = ?, missed = ?, max_failures = ?, next_fire_at = ?,
-		consecutive_failures = ?, disabled_reason = ?, updated_at = ?, source = 'config', config_hash = ? WHERE id = ?`,
+		consecutive_failures = ?, disabled_reason = ?, updated_at = ?, source = 'config', config_hash = ?, callers = ?
+		WHERE id = ?`,
 		u.def.AgentID, u.def.Schedule, u.def.Timezone, u.def.Input, u.def.DeliverTo, u.enabled, d.Enabled,
-		string(u.def.Missed), u.def.MaxFailures, next, u.failures, u.reason, at.UnixNano(), hash, d.ID)
+		string(u.def.Missed), u.def.MaxFailures, next, u.failures, u.reason, at.UnixNano(), hash, joinLines(u.def.Callers), d.ID)
 	return err
 }
 
@@ -155,7 +157,7 @@ func resync(cur core.Routine, curHash string, d core.RoutineDef) resynced {
 	u := resynced{enabled: cur.Enabled, failures: cur.ConsecutiveFailures, reason: cur.DisabledReason,
 		next: cur.NextFireAt, def: core.RoutineDef{AgentID: cur.AgentID, Schedule: cur.Schedule,
 			Timezone: cur.Timezone, Input: cur.Input, DeliverTo: cur.DeliverTo, Missed: cur.Missed,
-			MaxFailures: cur.MaxFailures}}
+			MaxFailures: cur.MaxFailures, Callers: cur.Callers}}
 	if takeover || d.ConfigHash() != curHash { // the file's definition changed: it wins
 		u.def = d
 	}
@@ -200,9 +202,9 @@ func (db *DB) CreateRoutine(ctx context.Context, d core.RoutineDef, at time.Time
 			next = timeOrNull(d.NextFireAt)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO routines(`+routineCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, '', ?, ?, 'api')`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, '', ?, ?, 'api', ?)`,
 			d.ID, d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, d.Enabled, d.Enabled, string(d.Missed),
-			d.MaxFailures, next, at.UnixNano(), at.UnixNano()); err != nil {
+			d.MaxFailures, next, at.UnixNano(), at.UnixNano(), joinLines(d.Callers)); err != nil {
 			return err
 		}
 		var err error
@@ -235,8 +237,9 @@ func (db *DB) UpdateRoutine(ctx context.Context, id string, p core.RoutinePatch)
 		if _, err := tx.ExecContext(ctx, `UPDATE routines SET agent_id = COALESCE(?, agent_id),
 			schedule = COALESCE(?, schedule), timezone = COALESCE(?, timezone), input = COALESCE(?, input),
 			deliver_to = COALESCE(?, deliver_to), missed = COALESCE(?, missed), max_failures = COALESCE(?, max_failures),
-			enabled = ?, next_fire_at = ?, consecutive_failures = ?, disabled_reason = ?, updated_at = ? WHERE id = ?`,
-			p.AgentID, p.Schedule, p.Timezone, p.Input, p.DeliverTo, missed, p.MaxFailures,
+			callers = COALESCE(?, callers), enabled = ?, next_fire_at = ?, consecutive_failures = ?, disabled_reason = ?,
+			updated_at = ? WHERE id = ?`,
+			p.AgentID, p.Schedule, p.Timezone, p.Input, p.DeliverTo, missed, p.MaxFailures, patchLines(p.Callers),
 			u.enabled, toNull(u.next), u.failures, u.reason, p.At.UnixNano(), id); err != nil {
 			return err
 		}
@@ -575,4 +578,24 @@ func (db *DB) SetRoutineDelivery(ctx context.Context, runID, delivery string) er
 		return fmt.Errorf("routine delivery of run %s: %w", runID, err)
 	}
 	return nil
+}
+
+// joinLines stores a list of ids (a routine's callers) one per line.
+func joinLines(l []string) string { return strings.Join(l, "\n") }
+
+// patchLines is joinLines of a patch field; nil leaves the column as is.
+func patchLines(l *[]string) *string {
+	if l == nil {
+		return nil
+	}
+	s := joinLines(*l)
+	return &s
+}
+
+// splitLines reads a list stored by joinLines.
+func splitLines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
 }

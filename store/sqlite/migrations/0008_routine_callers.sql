@@ -1,0 +1,3 @@
+-- Who may trigger a routine on demand: its callers, one per line ('' =
+-- anyone).
+ALTER TABLE routines ADD COLUMN callers TEXT NOT NULL DEFAULT '';
