@@ -1,13 +1,16 @@
 package discord_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -199,5 +202,50 @@ func TestCardShowsPrincipals(t *testing.T) {
 	card.RequestedBy = "key:ci-key"
 	if m := discord.ApprovalMessage(card); !strings.Contains(m.Content, "Requested by key:ci-key") {
 		t.Errorf("card of a key's run %q, want the key as text", m.Content)
+	}
+}
+
+// noRead is a request body that must not be read.
+type noRead struct{ t *testing.T }
+
+func (b noRead) Read([]byte) (int, error) {
+	b.t.Error("the body was read before the signature headers were checked")
+	return 0, io.EOF
+}
+
+// Requests without signature headers, with a malformed signature or older
+// than 5 minutes are refused (401) before a byte of their body is read.
+func TestInteractionHeadersCheckedFirst(t *testing.T) {
+	t.Parallel()
+	key := discordtest.NewKey()
+	h, err := discord.NewHandler(discord.HandlerConfig{PublicKey: key.PublicHex(), Client: mustClient(t), Engine: &recordSubmitter{},
+		Sessions: nil0{}, DefaultAgent: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := strconv.FormatInt(time.Now().Add(-6*time.Minute).Unix(), 10)
+	for name, hdr := range map[string][2]string{
+		"unsigned":  {"", ""},
+		"malformed": {"zz", strconv.FormatInt(time.Now().Unix(), 10)},
+		"stale":     {strings.Repeat("ab", 64), stale},
+	} {
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/discord/interactions", noRead{t})
+		req.ContentLength = 1 << 20
+		req.Header.Set("X-Signature-Ed25519", hdr[0])
+		req.Header.Set("X-Signature-Timestamp", hdr[1])
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusUnauthorized {
+			t.Errorf("%s: %d %s, want 401", name, w.Code, w.Body)
+		}
+	}
+	// A replay of a correctly signed interaction captured 6 minutes ago.
+	body := []byte(`{"type":1}`)
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/discord/interactions", bytes.NewReader(body))
+	key.SignAt(req, body, time.Now().Add(-6*time.Minute))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), "old") {
+		t.Errorf("a replayed interaction: %d %s, want 401 saying it is too old", w.Code, w.Body)
 	}
 }

@@ -3,11 +3,13 @@ package discord
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +39,31 @@ type (
 	RoutineRunner  = chat.RoutineRunner
 )
 
+// MaxInteractionAge is how far an interaction's signed timestamp may be
+// from now: an older one (a replay of a captured request) is refused.
+const MaxInteractionAge = 5 * time.Minute
+
+// checkHeaders says what is wrong with an interaction's signature headers
+// ("" when they may be verified): both present, a well-formed Ed25519
+// signature, a timestamp within MaxInteractionAge of now.
+func (h *Handler) checkHeaders(hdr http.Header) string {
+	sig, ts := hdr.Get("X-Signature-Ed25519"), hdr.Get("X-Signature-Timestamp")
+	if sig == "" || ts == "" {
+		return "missing X-Signature-Ed25519 or X-Signature-Timestamp"
+	}
+	if len(sig) != 2*ed25519.SignatureSize {
+		return "malformed signature"
+	}
+	secs, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return "timestamp is not a unix time"
+	}
+	if d := h.cfg.Clock.Now().Sub(time.Unix(secs, 0)); d > MaxInteractionAge || d < -MaxInteractionAge {
+		return fmt.Sprintf("interaction is %s old (at most %s)", d.Round(time.Second), MaxInteractionAge)
+	}
+	return ""
+}
+
 // followupLife is how long an interaction token takes follow-ups (15
 // minutes, less a margin); later answers are posted as normal messages.
 const followupLife = 14 * time.Minute
@@ -53,6 +80,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.key == nil {
 		http.Error(w, "Discord interactions over HTTP are off: set DISCORD_PUBLIC_KEY to accept them", http.StatusUnauthorized)
+		return
+	}
+	// The headers are checked before a byte of the body is read, so an
+	// unsigned or stale request costs no more than its headers.
+	if why := h.checkHeaders(r.Header); why != "" {
+		h.log.Warn("discord interaction rejected", "reason", why)
+		http.Error(w, "invalid request signature: "+why, http.StatusUnauthorized)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
@@ -115,14 +149,21 @@ func (h *Handler) runAfter(after func(context.Context)) {
 // Interaction returns the response to interaction i and, for a deferred
 // one, the work to run once it was sent.
 func (h *Handler) Interaction(ctx context.Context, i *discordgo.Interaction) (*discordgo.InteractionResponse, func(context.Context), error) {
-	switch i.Type {
-	case discordgo.InteractionPing:
+	// Over the Gateway, discordgo passes on an interaction whose data did
+	// not decode without it; its MessageComponentData and
+	// ApplicationCommandData would panic.
+	_, component := i.Data.(discordgo.MessageComponentInteractionData)
+	_, command := i.Data.(discordgo.ApplicationCommandInteractionData)
+	switch {
+	case i.Type == discordgo.InteractionPing:
 		return &discordgo.InteractionResponse{Type: discordgo.InteractionResponsePong}, nil, nil
-	case discordgo.InteractionMessageComponent:
+	case i.Type == discordgo.InteractionMessageComponent && component:
 		resp, err := h.click(ctx, i)
 		return resp, nil, err
-	case discordgo.InteractionApplicationCommand:
+	case i.Type == discordgo.InteractionApplicationCommand && command:
 		return h.command(i)
+	case i.Type == discordgo.InteractionMessageComponent || i.Type == discordgo.InteractionApplicationCommand:
+		return ephemeral("agentgate could not read this interaction."), nil, nil
 	}
 	return ephemeral("agentgate does not handle this kind of interaction."), nil, nil
 }

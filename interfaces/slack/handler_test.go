@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -209,6 +211,38 @@ func TestRejectsUnsignedAndStale(t *testing.T) {
 	}
 	if n := g.runs(t); n != 0 {
 		t.Errorf("runs = %d, want 0", n)
+	}
+}
+
+// noRead is a request body that must not be read.
+type noRead struct{ t *testing.T }
+
+func (b noRead) Read([]byte) (int, error) {
+	b.t.Error("the body was read before the signature headers were checked")
+	return 0, io.EOF
+}
+
+// An unsigned, stale or malformed request is refused before its body is
+// read: a request declaring 1 MiB and sending nothing costs its headers.
+func TestHeadersCheckedBeforeBody(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t)
+	now := strconv.FormatInt(time.Now().Unix(), 10)
+	for name, hdr := range map[string][2]string{
+		"unsigned":  {"", ""},
+		"stale":     {"v0=" + strings.Repeat("ab", 32), strconv.FormatInt(time.Now().Add(-6*time.Minute).Unix(), 10)},
+		"malformed": {"v0=zz", now},
+		"version":   {"v1=" + strings.Repeat("ab", 32), now},
+	} {
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/slack/events", noRead{t})
+		req.ContentLength = slack.MaxBodyBytes
+		req.Header.Set(slack.HeaderSignature, hdr[0])
+		req.Header.Set(slack.HeaderTimestamp, hdr[1])
+		rec := httptest.NewRecorder()
+		g.h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusUnauthorized {
+			t.Errorf("%s: status = %d, want 401", name, rec.Code)
+		}
 	}
 }
 

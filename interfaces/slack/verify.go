@@ -58,29 +58,45 @@ func Verify(secret string, h http.Header, body []byte, now time.Time) error {
 	if secret == "" {
 		return &VerifyError{Reason: ErrNoSigningSecret}
 	}
-	sig, ts := h.Get(HeaderSignature), h.Get(HeaderTimestamp)
-	if sig == "" || ts == "" {
-		return &VerifyError{Reason: ErrMissingSignature}
-	}
-	secs, err := strconv.ParseInt(ts, 10, 64)
+	got, ts, err := checkHeaders(h, now)
 	if err != nil {
-		return &VerifyError{Reason: ErrStaleTimestamp, Detail: "timestamp is not a unix time"}
-	}
-	if d := now.Sub(time.Unix(secs, 0)); d > MaxRequestAge || d < -MaxRequestAge {
-		return &VerifyError{Reason: ErrStaleTimestamp, Detail: fmt.Sprintf("request is %s old", d.Round(time.Second))}
-	}
-	hexSig, ok := strings.CutPrefix(sig, "v0=")
-	if !ok {
-		return &VerifyError{Reason: ErrBadSignature, Detail: "unknown signature version"}
-	}
-	got, err := hex.DecodeString(hexSig)
-	if err != nil || len(got) != sha256.Size {
-		return &VerifyError{Reason: ErrBadSignature, Detail: "malformed signature"}
+		return err
 	}
 	if !hmac.Equal(got, sign(secret, ts, body)) {
 		return &VerifyError{Reason: ErrBadSignature}
 	}
 	return nil
+}
+
+// CheckHeaders checks what Verify can without the body: both headers are
+// there, the timestamp is fresh and the signature well-formed. The HTTP
+// handler calls it before reading a body.
+func CheckHeaders(h http.Header, now time.Time) error {
+	_, _, err := checkHeaders(h, now)
+	return err
+}
+
+func checkHeaders(h http.Header, now time.Time) (sig []byte, ts string, err error) {
+	hdr, ts := h.Get(HeaderSignature), h.Get(HeaderTimestamp)
+	if hdr == "" || ts == "" {
+		return nil, "", &VerifyError{Reason: ErrMissingSignature}
+	}
+	secs, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return nil, "", &VerifyError{Reason: ErrStaleTimestamp, Detail: "timestamp is not a unix time"}
+	}
+	if d := now.Sub(time.Unix(secs, 0)); d > MaxRequestAge || d < -MaxRequestAge {
+		return nil, "", &VerifyError{Reason: ErrStaleTimestamp, Detail: fmt.Sprintf("request is %s old", d.Round(time.Second))}
+	}
+	hexSig, ok := strings.CutPrefix(hdr, "v0=")
+	if !ok {
+		return nil, "", &VerifyError{Reason: ErrBadSignature, Detail: "unknown signature version"}
+	}
+	sig, err = hex.DecodeString(hexSig)
+	if err != nil || len(sig) != sha256.Size {
+		return nil, "", &VerifyError{Reason: ErrBadSignature, Detail: "malformed signature"}
+	}
+	return sig, ts, nil
 }
 
 // Sign returns the X-Slack-Signature value for body sent at ts; fakes and

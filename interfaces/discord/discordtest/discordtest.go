@@ -412,9 +412,12 @@ func NewKey() Key {
 // PublicHex is the public key as DISCORD_PUBLIC_KEY takes it.
 func (k Key) PublicHex() string { return hex.EncodeToString(k.Public) }
 
-// Sign sets Discord's signature headers on r for body.
-func (k Key) Sign(r *http.Request, body []byte) {
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
+// Sign sets Discord's signature headers on r for body, signed now.
+func (k Key) Sign(r *http.Request, body []byte) { k.SignAt(r, body, time.Now()) }
+
+// SignAt sets Discord's signature headers on r for body, signed at at.
+func (k Key) SignAt(r *http.Request, body []byte, at time.Time) {
+	ts := strconv.FormatInt(at.Unix(), 10)
 	r.Header.Set("X-Signature-Timestamp", ts)
 	r.Header.Set("X-Signature-Ed25519", hex.EncodeToString(ed25519.Sign(k.private, append([]byte(ts), body...))))
 }
