@@ -595,7 +595,7 @@ func deployGateway(t *testing.T, approvalTimeout string) (*gateway, *fakeopenai.
 	model, modelURL := startModel(t, deployScript)
 	g := startGateway(t, gatewayOptions{
 		config: exampleConfig(t, tools.URL, approvalTimeout),
-		env:    []string{"OPENAI_BASE_URL=" + modelURL},
+		env:    []string{"OPENAI_BASE_URL=" + modelURL, "OPENAI_API_KEY=sk-test"},
 	})
 	return g, model, tools
 }

@@ -27,8 +27,12 @@ func newRoutines(ctx context.Context, cfg *config.Config, store interface {
 	routine.RunReader
 	routine.SessionReader
 }, clock core.Clock, log *slog.Logger, chatDeliver map[string]routine.ChatDeliverer) (*routine.Scheduler, error) {
+	guard, err := cfg.Egress.Policy()
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	rt, err := routine.New(routine.Config{Store: store, Runs: store, Sessions: store, Chat: chatDeliver, Clock: clock, Logger: log,
-		Agents: slices.Sorted(maps.Keys(cfg.Agents))})
+		Agents: slices.Sorted(maps.Keys(cfg.Agents)), Egress: guard})
 	if err != nil {
 		return nil, err
 	}

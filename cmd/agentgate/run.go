@@ -30,6 +30,7 @@ const usage = `agentgate — a durable gateway between AI agents and the chat to
 Usage:
   agentgate serve [--config FILE] [--addr HOST:PORT] [--data-dir DIR]
   agentgate migrate [--down-to N] [--data-dir DIR]
+  agentgate config check [--config FILE]         load and validate the config, then exit
   agentgate version
   agentgate chat AGENT [--session ID] [--user NAME]
   agentgate approvals list [--status pending|approved|denied|expired|cancelled|all]
@@ -74,6 +75,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return auditCmd(ctx, rest, stdout, stderr)
 	case "routines":
 		return routinesCmd(ctx, rest, stdout, stderr)
+	case "config":
+		return configCmd(rest, stdout, stderr)
 	case "bench":
 		return bench(ctx, rest, stdout, stderr)
 	case "mcp":

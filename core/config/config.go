@@ -1,15 +1,12 @@
 // Package config reads agentgate's YAML configuration: agents, their models
-// and tools, and server settings. `${VAR}` (or `${VAR:-default}`) anywhere in
-// the file expands from the environment before parsing. Errors name the
-// field path and what to fix.
+// and tools, and server settings. `${VAR}` (or `${VAR:-default}`) in a value
+// expands from the environment after parsing (see Expand). Errors name the
+// line, the field path and what to fix.
 package config
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"regexp"
@@ -17,8 +14,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/agentgate/agentgate/core/tool/schema"
 )
@@ -34,6 +29,9 @@ type Config struct {
 	Interfaces Interfaces `yaml:"interfaces"`
 	// People links each person's platform ids and API keys (see people.go).
 	People map[string]Person `yaml:"people"`
+	// Egress limits where destinations sent through the API may connect
+	// (see egress.go).
+	Egress Egress `yaml:"egress"`
 }
 
 // Server holds settings that may also come from flags and the environment;
@@ -42,7 +40,8 @@ type Server struct {
 	// APIKeys are bearer keys for the REST API, MCP and the CLI, with
 	// names and roles; added to AGENTGATE_API_KEYS (admin keys).
 	APIKeys []APIKey `yaml:"api_keys"`
-	// Workers is how many runs advance in parallel. Default 8.
+	// Workers is how many runs advance in parallel, 1 to MaxWorkers.
+	// Default 8.
 	Workers int `yaml:"workers"`
 }
 
@@ -117,67 +116,59 @@ var Providers = []string{"openai", "demo"}
 // Error lists every problem found in a file.
 type Error struct {
 	File     string
-	Problems []string
+	Problems []Problem
+}
+
+// Problem is one mistake in a file: where it is and what to do about it.
+type Problem struct {
+	// Line in the file, from 1; 0 when unknown (e.g. a missing section).
+	Line int
+	// Path of the field, like agents.ops.model.name; empty for the file.
+	Path string
+	Msg  string
+}
+
+// Lines returns one line per problem, like
+// "agentgate.yaml:12: agents.ops.model.name: required for provider openai".
+func (e *Error) Lines() []string {
+	lines := make([]string, 0, len(e.Problems))
+	for _, p := range e.Problems {
+		var parts []string
+		switch {
+		case e.File != "" && p.Line > 0:
+			parts = append(parts, fmt.Sprintf("%s:%d", e.File, p.Line))
+		case e.File != "":
+			parts = append(parts, e.File)
+		case p.Line > 0:
+			parts = append(parts, fmt.Sprintf("line %d", p.Line))
+		}
+		if p.Path != "" {
+			parts = append(parts, p.Path)
+		}
+		lines = append(lines, strings.Join(append(parts, p.Msg), ": "))
+	}
+	return lines
 }
 
 func (e *Error) Error() string {
-	prefix := "config"
-	if e.File != "" {
-		prefix = "config " + e.File
+	lines := e.Lines()
+	if len(lines) == 1 {
+		return "config: " + lines[0]
 	}
-	if len(e.Problems) == 1 {
-		return prefix + ": " + e.Problems[0]
-	}
-	return prefix + ":\n  " + strings.Join(e.Problems, "\n  ")
+	return fmt.Sprintf("config: %d problems:\n  %s", len(lines), strings.Join(lines, "\n  "))
 }
 
-// Load reads, expands and validates the file at path.
-func Load(path string) (*Config, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	c, err := Parse(b, os.LookupEnv)
-	var ce *Error
-	if errors.As(err, &ce) {
-		ce.File = path
-	}
-	return c, err
-}
-
-var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}`)
-
-// Expand replaces ${VAR} and ${VAR:-default} using lookup; an unset VAR
-// without a default becomes "".
-func Expand(b []byte, lookup func(string) (string, bool)) []byte {
-	return varRef.ReplaceAllFunc(b, func(m []byte) []byte {
-		sub := varRef.FindSubmatch(m)
-		if v, ok := lookup(string(sub[1])); ok && v != "" {
-			return []byte(v)
+// problems splits validation messages, "path: what to do", into Problems.
+func problems(msgs []string) []Problem {
+	p := make([]Problem, 0, len(msgs))
+	for _, m := range msgs {
+		path, msg, ok := strings.Cut(m, ": ")
+		if !ok {
+			path, msg = "", m
 		}
-		return sub[2]
-	})
-}
-
-// Parse expands and decodes a file's bytes and validates the result.
-func Parse(b []byte, lookup func(string) (string, bool)) (*Config, error) {
-	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(Expand(b, lookup)))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, &Error{Problems: []string{yamlProblem(err)}}
+		p = append(p, Problem{Path: path, Msg: msg})
 	}
-	if err := c.validate(lookup); err != nil {
-		return nil, err
-	}
-	return &c, nil
-}
-
-func yamlProblem(err error) string {
-	msg := err.Error()
-	msg = strings.TrimPrefix(msg, "yaml: ")
-	msg = strings.ReplaceAll(msg, "unmarshal errors:\n  ", "")
-	return msg
+	return p
 }
 
 var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
@@ -191,8 +182,8 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 	add := func(path, format string, args ...any) {
 		p = append(p, path+": "+fmt.Sprintf(format, args...))
 	}
-	if c.Server.Workers < 0 {
-		add("server.workers", "must be 0 (default 8) or more")
+	if w := c.Server.Workers; w < 0 || w > MaxWorkers {
+		add("server.workers", "%s", workersRange(w))
 	}
 	if len(c.Agents) == 0 {
 		add("agents", "define at least one agent")
@@ -285,8 +276,9 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 	p = append(p, c.validateInterfaces()...)
 	p = append(p, c.validateTelegram()...)
 	p = append(p, c.validateDiscord()...)
+	p = append(p, c.validateEgress()...)
 	if len(p) > 0 {
-		return &Error{Problems: p}
+		return &Error{Problems: problems(p)}
 	}
 	return nil
 }

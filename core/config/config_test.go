@@ -1,7 +1,6 @@
 package config_test
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,24 +33,47 @@ func TestExampleFileLoadsAsShipped(t *testing.T) {
 	}
 }
 
-func TestExampleFileWithoutEnvUsesProviderDefault(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "agentgate.yaml"))
+func TestEmptyDefaultLeavesTheProviderDefault(t *testing.T) {
+	c, err := config.Parse([]byte("agents:\n  ops:\n    model: {provider: openai, name: m, base_url: \"${OPENAI_BASE_URL:-}\", api_key: \"${OPENAI_API_KEY:-}\"}\n"), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := config.Parse(b, env(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Agents["ops"].Model.BaseURL != "" {
-		t.Fatalf("base_url = %q, want empty", c.Agents["ops"].Model.BaseURL)
+	if m := c.Agents["ops"].Model; m.BaseURL != "" || m.APIKey != "" {
+		t.Fatalf("model = %+v, want base_url and api_key empty", m)
 	}
 }
 
 func TestExpand(t *testing.T) {
-	got := string(config.Expand([]byte("a: ${A}\nb: ${B:-dflt}\nc: ${C}\nd: $NOT"), env(map[string]string{"A": "x"})))
-	if want := "a: x\nb: dflt\nc: \nd: $NOT"; got != want {
-		t.Fatalf("Expand = %q, want %q", got, want)
+	vars := env(map[string]string{"A": "x", "EMPTY": "", "ODD": "a # b: 'c\"\n${A}"})
+	cases := []struct {
+		in, want, err string
+	}{
+		{in: "${A}", want: "x"},
+		{in: "pre-${A}-post", want: "pre-x-post"},
+		{in: "${B:-dflt}", want: "dflt"},
+		{in: "${A:-dflt}", want: "x"},
+		{in: "${EMPTY}", want: ""},
+		{in: "${EMPTY:-dflt}", want: "dflt"},
+		{in: "${B:-}", want: ""},
+		{in: "${ODD}", want: "a # b: 'c\"\n${A}"}, // verbatim, not expanded again
+		{in: "$NOT $$ a$b", want: "$NOT $$ a$b"},
+		{in: "$${A}", want: "${A}"},
+		{in: "$$${A}", want: "$${A}"},
+		{in: "${C}", err: "${C} is not set (set it, or write ${C:-default})"},
+		{in: "${C}${D}", err: "${C} is not set (set it, or write ${C:-default}); ${D} is not set"},
+		{in: "${A", err: "${A has no closing }"},
+		{in: "${1A}", err: "${1A} is not a variable reference"},
+		{in: "${A:?x}", err: "${A:?x} is not a variable reference"},
+		{in: "${B:-${A}}", err: "a default cannot hold another ${...}"},
+	}
+	for _, tc := range cases {
+		got, err := config.Expand(tc.in, vars)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("Expand(%q) error = %v, want it to contain %q", tc.in, err, tc.err)
+		case tc.err == "" && (err != nil || got != tc.want):
+			t.Errorf("Expand(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
 	}
 }
 
@@ -72,9 +94,9 @@ agents: {a: {model: {provider: openai}}}`, "agents.a.model.name: required for pr
 agents: {a: {model: {provider: gpt}}}`, `agents.a.model.provider: unknown provider "gpt"`},
 		{"no agents", `tools: {}`, "agents: define at least one agent"},
 		{"unknown field", `
-agents: {a: {model: {provider: demo}, tool: [x]}}`, "field tool not found"},
+agents: {a: {model: {provider: demo}, tool: [x]}}`, "line 2: agents.a.tool: field tool not found (the fields here are description, instructions, model, tools, history_runs, max_steps)"},
 		{"bad duration", `
-agents: {a: {model: {provider: demo, timeout: soon}}}`, "soon"},
+agents: {a: {model: {provider: demo, timeout: soon}}}`, `line 2: agents.a.model.timeout: want a duration like 30s, 15m or 2h, got "soon"`},
 		{"tool without kind", `
 agents: {a: {model: {provider: demo}}}
 tools: {t: {description: x}}`, "tools.t: set http (a URL to call) or builtin"},
@@ -131,11 +153,34 @@ func TestDefaultIsValid(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("agents: {a: {model: {provider: demo}}}"))
-	f.Add([]byte("tools: {t: {http: {url: ${X}}}}"))
+	f.Add([]byte("tools: {t: {http: {url: \"${X}\"}}}"))
+	f.Add([]byte("server: {workers: ${N:-8}}\nagents: {a: {model: {provider: demo, name: \"$${X}\"}}}"))
+	f.Add([]byte("a: &x {b: *x}\nagents: {<<: *x}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := config.Parse(b, env(map[string]string{"X": "http://h/"}))
+		c, err := config.Parse(b, env(map[string]string{"X": "http://h/", "N": "3"}))
 		if err == nil && c == nil {
 			t.Fatal("nil config without error")
+		}
+	})
+}
+
+// FuzzExpand checks that a value is never read twice: an environment value
+// arrives verbatim, $${ escapes round-trip, and text without ${ is kept.
+func FuzzExpand(f *testing.F) {
+	f.Add("${X}", "a # b: c")
+	f.Add("$${X} $$ $X", "'\"\n")
+	f.Fuzz(func(t *testing.T, s, v string) {
+		if got, err := config.Expand("${X}", env(map[string]string{"X": v})); err != nil || got != v {
+			t.Fatalf("Expand(${X}) with X=%q = %q, %v", v, got, err)
+		}
+		escaped := strings.ReplaceAll(s, "${", "$${")
+		if got, err := config.Expand(escaped, env(nil)); err != nil || got != s {
+			t.Fatalf("Expand(%q) = %q, %v; want %q", escaped, got, err, s)
+		}
+		if !strings.Contains(s, "${") {
+			if got, err := config.Expand(s, env(nil)); err != nil || got != s {
+				t.Fatalf("Expand(%q) = %q, %v; want it unchanged", s, got, err)
+			}
 		}
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/egress"
 )
 
 // JobResult is the job kind that handles a finished routine run: it records
@@ -165,12 +166,22 @@ func (s *Scheduler) deliver(ctx context.Context, d destination, r core.Routine, 
 			err = c.DeliverResult(ctx, d.Binding, key+":disabled", fmt.Sprintf("Routine *%s* was %s.", r.ID, reason))
 		}
 	case d.Kind == TargetWebhook:
+		client, guarded := s.cfg.HTTPClient, !s.operatorWebhook(r, d)
+		if guarded {
+			client = s.guarded
+		}
 		msg := WebhookPayload{RoutineID: r.ID, RunID: run.ID, Status: string(run.Status), Output: run.Output,
 			Error: run.Error, FiredAt: entry.FiredAt, Kind: entry.Kind, DueAt: entry.DueAt}
-		err = s.post(ctx, d.Dest, run.ID, msg)
+		err = s.post(ctx, client, d.Dest, run.ID, msg)
 		if err == nil && entry.DisabledRoutine {
 			msg.Status, msg.Output, msg.Error = "disabled", "", reason
-			err = s.post(ctx, d.Dest, run.ID+":disabled", msg)
+			err = s.post(ctx, client, d.Dest, run.ID+":disabled", msg)
+		}
+		if err != nil && guarded {
+			// The reason goes to the log only: see Config.Egress.
+			s.log.Warn("routine webhook delivery failed", "routine", r.ID, "run", run.ID, "source", r.Source,
+				"attempt", job.Attempt, "denied", errors.Is(err, egress.ErrDenied), "err", err)
+			err = errGuardedDelivery
 		}
 	}
 	if err != nil {
@@ -183,6 +194,19 @@ func (s *Scheduler) deliver(ctx context.Context, d destination, r core.Routine, 
 		return "delivered to " + d.Kind + ":" + d.Dest, nil
 	}
 	return "delivered", nil
+}
+
+// errGuardedDelivery is all the history (and the job) says about a failed
+// delivery to a webhook the operator did not write, whatever happened:
+// refused by the egress policy, connection refused, EOF, timeout or a
+// non-2xx answer.
+var errGuardedDelivery = errors.New("delivery failed (see the gateway log)")
+
+// operatorWebhook reports whether webhook destination d is the operator's:
+// the deliver_to the config file gives r (see Scheduler.operatorTarget).
+func (s *Scheduler) operatorWebhook(r core.Routine, d destination) bool {
+	t, err := ParseTarget(r.DeliverTo)
+	return err == nil && t == d.Target && s.operatorTarget(r)
 }
 
 // resultText is the Markdown a chat conversation gets for a routine run.
@@ -220,7 +244,7 @@ func ignoreNotFound(err error) error {
 
 // post sends one webhook delivery. Errors name the host only: webhook URLs
 // often carry a secret.
-func (s *Scheduler) post(ctx context.Context, dest, key string, msg WebhookPayload) error {
+func (s *Scheduler) post(ctx context.Context, client *http.Client, dest, key string, msg WebhookPayload) error {
 	body, err := json.Marshal(msg)
 	if err != nil {
 		return err
@@ -236,7 +260,7 @@ func (s *Scheduler) post(ctx context.Context, dest, key string, msg WebhookPaylo
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("User-Agent", "agentgate")
-	resp, err := s.cfg.HTTPClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {

@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/egress"
 )
 
 // RunReader reads runs (core.Store has it).
@@ -33,8 +35,19 @@ type Config struct {
 	// that a later due time overtook before it fired. Default 1m, so a
 	// restart within a minute of a due time fires it normally.
 	Grace time.Duration
-	// HTTPClient posts webhook deliveries. Default: a client with a 30s timeout.
+	// HTTPClient posts the webhook deliveries of routines as the config
+	// file defines them (the operator chose the URL). Default: a client with
+	// a 30s timeout.
 	HTTPClient *http.Client
+	// Egress guards the webhook deliveries of every other routine: those
+	// created through the API (or the CLI), and config routines whose
+	// deliver_to was changed through the API. Their connections are checked
+	// when dialled (redirects included, no proxy), and their history says
+	// only that a delivery failed, never why (the reason is logged): the
+	// difference between "refused", "EOF" and a status would map the
+	// gateway's network for whoever chose the URL. Default nil: public
+	// addresses only (see egress.Policy).
+	Egress *egress.Policy
 	// DeliveryAttempts is how many times a result delivery is tried (with
 	// the queue's backoff) before it is dead-lettered. Default 12.
 	DeliveryAttempts int
@@ -53,8 +66,14 @@ type Config struct {
 // results. Any number of schedulers (replicas) may share one store: a due
 // time fires once, whoever gets there first.
 type Scheduler struct {
-	cfg Config
-	log *slog.Logger
+	cfg     Config
+	log     *slog.Logger
+	guarded *http.Client // posts deliveries to URLs the operator did not write
+
+	mu sync.RWMutex
+	// fileDeliverTo is each config routine's deliver_to as the file (the
+	// last Sync) says it: a stored value that differs came through the API.
+	fileDeliverTo map[string]string
 }
 
 // New checks cfg and fills its defaults.
@@ -83,7 +102,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.Agents != nil {
 		cfg.Agents = slices.Sorted(slices.Values(cfg.Agents))
 	}
-	return &Scheduler{cfg: cfg, log: cfg.Logger}, nil
+	return &Scheduler{cfg: cfg, log: cfg.Logger, guarded: cfg.Egress.Client(30 * time.Second)}, nil
 }
 
 const (
@@ -114,7 +133,28 @@ func (s *Scheduler) Sync(ctx context.Context, defs []core.RoutineDef) error {
 	if err := s.cfg.Store.SyncRoutines(ctx, defs, now); err != nil {
 		return fmt.Errorf("sync routines: %w", err)
 	}
+	file := make(map[string]string, len(defs))
+	for _, d := range defs {
+		file[d.ID] = d.DeliverTo
+	}
+	s.mu.Lock()
+	s.fileDeliverTo = file
+	s.mu.Unlock()
 	return nil
+}
+
+// operatorTarget reports whether r's deliver_to is the operator's: r is
+// defined in the config file and its deliver_to is the file's, not an edit
+// made through the API. A scheduler that has not synced knows no file
+// values, so it trusts none.
+func (s *Scheduler) operatorTarget(r core.Routine) bool {
+	if r.Source != core.SourceConfig {
+		return false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	to, ok := s.fileDeliverTo[r.ID]
+	return ok && to == r.DeliverTo
 }
 
 // Start ticks every Interval until ctx ends. Tick errors are logged and

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/egress"
 	"github.com/agentgate/agentgate/core/routine"
 	"github.com/agentgate/agentgate/store/sqlite"
 )
@@ -56,11 +57,22 @@ type env struct {
 	s     *routine.Scheduler
 	http  *http.Client
 	slack fakeChat
+	// egress guards webhooks of API routines; log is the scheduler's
+	// (nil: quiet). Set both before open.
+	egress *egress.Policy
+	log    *slog.Logger
 }
 
 func newEnv(t *testing.T, start time.Time) *env {
 	t.Helper()
-	e := &env{t: t, path: filepath.Join(t.TempDir(), "db.sqlite"), clock: &fakeClock{now: start}}
+	return newEnvWith(t, start, func(*env) {})
+}
+
+// newEnvWith is newEnv with the scheduler's settings changed by set first.
+func newEnvWith(t *testing.T, start time.Time, set func(*env)) *env {
+	t.Helper()
+	e := &env{t: t, path: filepath.Join(t.TempDir(), "db.sqlite"), clock: &fakeClock{now: start}, log: quiet}
+	set(e)
 	e.open()
 	return e
 }
@@ -79,7 +91,7 @@ func (e *env) open() {
 
 func (e *env) scheduler(db *sqlite.DB) *routine.Scheduler {
 	e.t.Helper()
-	s, err := routine.New(routine.Config{Store: db, Runs: db, Clock: e.clock, Logger: quiet, HTTPClient: e.http,
+	s, err := routine.New(routine.Config{Store: db, Runs: db, Clock: e.clock, Logger: e.log, HTTPClient: e.http, Egress: e.egress,
 		Sessions: db, Chat: map[string]routine.ChatDeliverer{routine.TargetSlack: &e.slack}})
 	if err != nil {
 		e.t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	approval "github.com/agentgate/agentgate/approvals"
@@ -29,11 +30,20 @@ type Config struct {
 	// Keys are the accepted bearer API keys; none = no authentication:
 	// every caller is key:local, an admin (the server then listens on
 	// loopback only).
-	Keys    []Key
-	Logger  *slog.Logger
-	Metrics http.Handler // served at /metrics; nil = 404
+	Keys   []Key
+	Logger *slog.Logger
+	// Metrics is served at /metrics (nil = 404) and Ready answers /readyz;
+	// with API keys both need one (any role). server.metrics_addr serves
+	// them without a key on another listener (OpsHandler).
+	Metrics http.Handler
 	// Ready reports whether the gateway can serve (store reachable).
 	Ready func(ctx context.Context) error
+	// AllowedHosts are Host names the API answers besides the loopback
+	// names (see edge); empty with keys = any.
+	AllowedHosts []string
+	// TrustedOrigins are web origins (https://ops.example.com) whose pages
+	// may change state through the API from a browser.
+	TrustedOrigins []string
 	// MaxWait caps ?wait=true. Default 60s.
 	MaxWait time.Duration
 	// PollInterval is how often waiting requests re-read the store in case
@@ -50,9 +60,10 @@ type Config struct {
 }
 
 type server struct {
-	cfg     Config
-	log     *slog.Logger
-	refused refusals
+	cfg       Config
+	log       *slog.Logger
+	refused   refusals
+	readiness readiness
 }
 
 // New returns the HTTP handler with every route.
@@ -68,12 +79,10 @@ func New(cfg Config) http.Handler {
 	}
 	s := &server{cfg: cfg, log: cfg.Logger}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /readyz", s.ready)
 	if cfg.Metrics != nil {
-		mux.Handle("GET /metrics", cfg.Metrics)
+		mux.Handle("GET /metrics", s.edge(s.auth(s.need(approval.RoleViewer, cfg.Metrics.ServeHTTP))))
 	}
 	api := http.NewServeMux()
 	viewer, operator, approver, admin := approval.RoleViewer, approval.RoleOperator, approval.RoleApprover, approval.RoleAdmin
@@ -95,26 +104,70 @@ func New(cfg Config) http.Handler {
 	api.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s; see README for the API", r.Method, r.URL.Path))
 	})
-	mux.Handle("/api/", s.auth(api))
+	mux.Handle("/api/", s.edge(s.auth(api)))
 	for pattern, h := range cfg.Extra {
 		mux.Handle(pattern, h)
 	}
 	for pattern, h := range cfg.Protected {
-		mux.Handle(pattern, s.auth(h))
+		mux.Handle(pattern, s.edge(s.auth(h)))
 	}
 	return mux
 }
 
+// ready answers /readyz. Probes need no key; the reason a gateway is not
+// ready is told only to a caller with a key (or when the API is open).
 func (s *server) ready(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Ready != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-		defer cancel()
-		if err := s.cfg.Ready(ctx); err != nil {
-			writeError(w, http.StatusServiceUnavailable, "unavailable", "not ready: "+err.Error())
+	_, known := s.key(r)
+	serveReady(w, r, &s.readiness, s.cfg.Ready, known || len(s.cfg.Keys) == 0)
+}
+
+// readiness caches the outcome of a readiness check for a second, so a
+// flood of probes costs the store one check a second.
+type readiness struct {
+	mu  sync.Mutex
+	at  time.Time
+	err error
+}
+
+func serveReady(w http.ResponseWriter, r *http.Request, c *readiness, ready func(context.Context) error, detail bool) {
+	if ready != nil {
+		c.mu.Lock()
+		if time.Since(c.at) > time.Second {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 3*time.Second)
+			c.err = ready(ctx)
+			cancel()
+			c.at = time.Now()
+		}
+		err := c.err
+		c.mu.Unlock()
+		if err != nil {
+			msg := "not ready"
+			if detail {
+				msg += ": " + err.Error()
+			}
+			writeError(w, http.StatusServiceUnavailable, "unavailable", msg)
 			return
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// OpsHandler serves /metrics, /readyz and /healthz without a key, for
+// server.metrics_addr: a listener only the operator's scraper and probes
+// reach.
+func OpsHandler(metrics http.Handler, ready func(context.Context) error) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", healthz)
+	var c readiness
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { serveReady(w, r, &c, ready, true) })
+	if metrics != nil {
+		mux.Handle("GET /metrics", metrics)
+	}
+	return mux
 }
 
 // AgentView is an agent as the API shows it.
@@ -696,20 +749,42 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v) // the client went away; nothing to do
 }
 
-// decode reads a JSON body (at most 1 MiB, no unknown fields) or writes a 400.
+// MaxBody is the largest request body the API reads.
+const MaxBody = 1 << 20
+
+// decode reads a JSON body: exactly one JSON object, at most MaxBody, no
+// unknown fields. Otherwise it writes a 400 (413 when too large).
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		msg := "body: must be a JSON object: " + err.Error()
-		if errors.Is(err, io.EOF) {
-			msg = "body: required (a JSON object)"
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
+			err = errTrailing
+			if _, ok := errors.AsType[*http.MaxBytesError](terr); ok {
+				err = terr
+			}
 		}
-		writeError(w, http.StatusBadRequest, "bad_request", msg)
+	}
+	if err == nil {
+		return true
+	}
+	msg := "body: must be a JSON object: " + err.Error()
+	switch {
+	case errors.Is(err, io.EOF):
+		msg = "body: required (a JSON object)"
+	case errors.Is(err, errTrailing):
+		msg = "body: must hold exactly one JSON object; found more after it"
+	}
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body: larger than %d bytes; send less", MaxBody))
 		return false
 	}
-	return true
+	writeError(w, http.StatusBadRequest, "bad_request", msg)
+	return false
 }
+
+var errTrailing = errors.New("trailing data after the JSON value")
 
 func boolParam(r *http.Request, name string) (bool, error) {
 	v := r.URL.Query().Get(name)

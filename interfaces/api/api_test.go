@@ -33,6 +33,12 @@ type env struct {
 // newEnv serves the API over a real SQLite store, engine and the demo agent.
 func newEnv(t *testing.T, keys ...string) *env {
 	t.Helper()
+	return newEnvWith(t, nil, keys...)
+}
+
+// newEnvWith is newEnv with edit applied to the API's config.
+func newEnvWith(t *testing.T, edit func(*api.Config), keys ...string) *env {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "db.sqlite"), sqlite.Options{Logger: log, PollInterval: 20 * time.Millisecond})
 	if err != nil {
@@ -65,8 +71,12 @@ func newEnv(t *testing.T, keys ...string) *env {
 		}
 		ks = append(ks, api.Key{Name: fmt.Sprintf("k%d", i), Secret: k, Role: role})
 	}
-	srv := httptest.NewServer(api.New(api.Config{Engine: eng, Store: db, Approvals: aps, Keys: ks, Logger: log,
-		Metrics: m.Handler(), PollInterval: 50 * time.Millisecond}))
+	cfg := api.Config{Engine: eng, Store: db, Approvals: aps, Keys: ks, Logger: log,
+		Metrics: m.Handler(), PollInterval: 50 * time.Millisecond}
+	if edit != nil {
+		edit(&cfg)
+	}
+	srv := httptest.NewServer(api.New(cfg))
 	t.Cleanup(func() {
 		srv.Close()
 		cancel()
@@ -89,6 +99,9 @@ func (e *env) call(method, path, body string, out any) int {
 	}
 	if e.key != "" {
 		req.Header.Set("Authorization", "Bearer "+e.key)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -195,6 +208,7 @@ func TestStreamingRun(t *testing.T) {
 	e := newEnv(t)
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", e.srv.URL+"/api/v1/agents/demo/runs", strings.NewReader(`{"input":"hi"}`))
 	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -74,34 +74,39 @@ func (s *server) auth(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
 		})
 	}
-	secrets := make([][]byte, len(s.cfg.Keys))
-	for i, k := range s.cfg.Keys {
-		secrets[i] = []byte(k.Secret)
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		found := -1
-		if ok {
-			for i, k := range secrets {
-				if subtle.ConstantTimeCompare([]byte(got), k) == 1 {
-					found = i
-				}
-			}
-		}
-		if found >= 0 {
-			k := s.cfg.Keys[found]
+		if k, ok := s.key(r); ok {
 			p := approval.KeyPrincipal(k.Name, k.Role, k.Agents, route(r))
 			next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
 			return
 		}
 		detail := "no key"
-		if ok || r.Header.Get("Authorization") != "" {
+		if r.Header.Get("Authorization") != "" {
 			detail = "unknown key"
 		}
 		s.refusedKey(r, detail)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agentgate"`)
 		writeError(w, http.StatusUnauthorized, "unauthorized", "send a valid API key as 'Authorization: Bearer <key>'")
 	})
+}
+
+// key returns the configured key r's bearer token is, comparing it with
+// every key in constant time.
+func (s *server) key(r *http.Request) (Key, bool) {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return Key{}, false
+	}
+	found := -1
+	for i, k := range s.cfg.Keys {
+		if subtle.ConstantTimeCompare([]byte(got), []byte(k.Secret)) == 1 {
+			found = i
+		}
+	}
+	if found < 0 {
+		return Key{}, false
+	}
+	return s.cfg.Keys[found], true
 }
 
 // refusals bounds the audit entries of refused keys.

@@ -103,6 +103,7 @@ func (g *gateway) rest(method, path, body string, out any) int {
 		g.t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+testKey)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		g.t.Fatal(err)

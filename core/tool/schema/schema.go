@@ -81,6 +81,9 @@ func (s *Schema) Validate(args json.RawMessage) error {
 	if _, ok := v.(map[string]any); !ok {
 		return &ArgumentsError{Violations: []Violation{{Message: "must be a JSON object, got " + jsonType(v)}}}
 	}
+	if vs := outOfRange(v, ""); len(vs) > 0 {
+		return &ArgumentsError{Violations: vs}
+	}
 	err = s.sch.Validate(v)
 	if err == nil {
 		return nil
@@ -90,6 +93,51 @@ func (s *Schema) Validate(args json.RawMessage) error {
 		return fmt.Errorf("validate arguments of tool %q: %w", s.name, err)
 	}
 	return &ArgumentsError{Violations: violations(ve)}
+}
+
+// maxNumberScale bounds the digits after the point and the exponent of a
+// number in the arguments. The validator works on exact rationals: a number
+// such as 1e9999999 does not fit one (the validator then crashes), and one
+// near that limit takes it a long time.
+const maxNumberScale = 1000
+
+// outOfRange lists the numbers in v (at ptr) beyond maxNumberScale.
+func outOfRange(v any, ptr string) []Violation {
+	switch v := v.(type) {
+	case json.Number:
+		if !numberInRange(string(v)) {
+			return []Violation{{ptr, fmt.Sprintf("number out of range: use at most %d digits after the point and an exponent within ±%d", maxNumberScale, maxNumberScale)}}
+		}
+	case []any:
+		var out []Violation
+		for i, e := range v {
+			out = append(out, outOfRange(e, ptr+"/"+strconv.Itoa(i))...)
+		}
+		return out
+	case map[string]any:
+		var out []Violation
+		for k, e := range v {
+			out = append(out, outOfRange(e, ptr+"/"+escapePointer(k))...)
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Pointer < out[j].Pointer })
+		return out
+	}
+	return nil
+}
+
+// numberInRange reports whether the JSON number n has at most
+// maxNumberScale digits after the point and an exponent within
+// ±maxNumberScale.
+func numberInRange(n string) bool {
+	mant, exp, hasExp := strings.Cut(strings.ToLower(n), "e")
+	if _, frac, ok := strings.Cut(mant, "."); ok && len(frac) > maxNumberScale {
+		return false
+	}
+	if !hasExp {
+		return true
+	}
+	e, err := strconv.Atoi(exp)
+	return err == nil && e >= -maxNumberScale && e <= maxNumberScale
 }
 
 // Violation is one way the arguments break the schema.

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/config"
+)
+
+const configHelp = `Usage: agentgate config check [--config FILE]
+
+Loads and validates the config the way serve does (--config, else
+AGENTGATE_CONFIG, else the built-in demo agent; ${VAR} from the environment),
+without opening the store or the network. Prints one line per problem and
+exits 1, or prints a summary and exits 0.
+`
+
+// configCmd runs `agentgate config check`.
+func configCmd(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "check" {
+		fmt.Fprint(stderr, configHelp)
+		return &usageError{"config: the only subcommand is check"}
+	}
+	if slices.ContainsFunc(args[1:], func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
+		fmt.Fprint(stdout, configHelp)
+		return nil
+	}
+	s, err := parseSettings("config check", args[1:], stderr)
+	if err != nil {
+		return err
+	}
+	name, cfg, problems := checkConfig(s)
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(stdout, p)
+		}
+		return fmt.Errorf("config check: %d %s in %s", len(problems), plural(len(problems), "problem", "problems"), name)
+	}
+	fmt.Fprintf(stdout, "config ok: %s: %s, %s, %s, platforms: %s\n", name,
+		count(len(cfg.Agents), "agent"), count(len(cfg.Tools), "tool"), count(len(cfg.Routines), "routine"), platforms(cfg))
+	return nil
+}
+
+// checkConfig loads the config as serve does before it opens the store,
+// and returns the file's name, the config and its problems, one line each.
+func checkConfig(s settings) (name string, cfg *config.Config, problems []string) {
+	name, cfg = "the built-in demo config", config.Default()
+	if s.configPath != "" {
+		name = s.configPath
+		var err error
+		if cfg, err = config.Load(s.configPath); err != nil {
+			if ce := (*config.Error)(nil); errors.As(err, &ce) {
+				return name, nil, ce.Lines()
+			}
+			return name, nil, []string{err.Error()}
+		}
+	}
+	keys, err := apiKeys(s.apiKeys, cfg)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	if err == nil && len(keys) == 0 && !loopbackOnly(s.addr) {
+		problems = append(problems, fmt.Sprintf("--addr %s is reachable from other machines but no API keys are set; "+
+			"set AGENTGATE_API_KEYS or server.api_keys, or listen on 127.0.0.1", s.addr))
+	}
+	if _, err := buildAgents(cfg, core.SystemClock{}); err != nil {
+		problems = append(problems, err.Error())
+	}
+	return name, cfg, problems
+}
+
+func count(n int, what string) string { return fmt.Sprintf("%d %s", n, plural(n, what, what+"s")) }
+
+// platforms lists the chat platforms the config turns on.
+func platforms(cfg *config.Config) string {
+	var ps []string
+	if cfg.Interfaces.Slack != nil {
+		ps = append(ps, "slack")
+	}
+	if cfg.Interfaces.Telegram != nil {
+		ps = append(ps, "telegram")
+	}
+	if cfg.Interfaces.Discord != nil {
+		ps = append(ps, "discord")
+	}
+	if len(ps) == 0 {
+		return "none"
+	}
+	return strings.Join(ps, ", ")
+}
