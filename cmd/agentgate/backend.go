@@ -62,6 +62,7 @@ func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, e
 		db      storeDB
 		desc    string
 		janitor time.Duration
+		closeDB func() error
 	)
 	switch {
 	case s.databaseURL != "":
@@ -77,16 +78,25 @@ func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, e
 		if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
+		unlock, err := lockDataDir(s.dataDir)
+		if err != nil {
+			return nil, err
+		}
 		lite, err := sqlite.Open(ctx, filepath.Join(s.dataDir, "agentgate.db"), sqlite.Options{Logger: log, Synchronous: s.sqliteSync})
 		if err != nil {
+			unlock()
 			return nil, fmt.Errorf("open store in %s: %w", s.dataDir, err)
 		}
 		db, desc = lite, "sqlite "+lite.Path()
+		closeDB = func() error { defer unlock(); return lite.Close() }
 	}
 	if s.janitor > 0 {
 		janitor = s.janitor
 	}
-	b := &backend{db: db, queue: db, close: db.Close, desc: desc, janitor: janitor}
+	if closeDB == nil {
+		closeDB = db.Close
+	}
+	b := &backend{db: db, queue: db, close: closeDB, desc: desc, janitor: janitor}
 	if s.redisURL == "" {
 		if pg, ok := db.(*postgres.DB); ok {
 			b.hub = func(hub *core.Hub) func(context.Context) error {

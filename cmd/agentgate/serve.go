@@ -341,17 +341,27 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		extra["POST /discord/interactions"] = h
 		b.services = append(b.services, h.Start, dw.gateway(db, s.nodeID, log, h)) // inbox; Gateway on one replica
 	}
+	for pattern, h := range extra {
+		extra[pattern] = webhookLimits(h)
+	}
 	handler := api.New(api.Config{
 		Engine: eng, Store: db, Approvals: aps, Keys: keys, Logger: log, Metrics: m.Handler(), Routines: rt, Extra: extra,
-		Protected: map[string]http.Handler{"/mcp": mcpHandler(ms, eng, db, aps, rt, keys, log)},
-		Ready:     func(ctx context.Context) error { _, err := db.SchemaVersion(ctx); return err },
+		Protected:    map[string]http.Handler{"/mcp": mcpHandler(ms, eng, db, aps, rt, keys, log)},
+		Ready:        func(ctx context.Context) error { _, err := db.SchemaVersion(ctx); return err },
+		AllowedHosts: cfg.Server.AllowedHosts, TrustedOrigins: cfg.Server.TrustedOrigins,
 	})
 
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (is another agentgate running? pick another --addr)", s.addr, err)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// Headers must arrive within 10s and fit in 64 KiB; an idle keep-alive
+	// connection is closed after 2 minutes. Bodies are bounded per route
+	// (webhooks: 15s and 1 MiB, see webhookLimits); there is no write
+	// timeout because event streams, ?wait=true and MCP approval prompts
+	// answer for as long as they wait.
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 64 << 10}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -431,4 +441,15 @@ func people(cfg *config.Config) *approval.Directory {
 		ps = append(ps, approval.Person{Name: name, Slack: p.Slack, Discord: p.Discord, Telegram: p.Telegram, Keys: p.Keys})
 	}
 	return approval.NewDirectory(ps)
+}
+
+// webhookLimits bounds how long a platform's webhook request may take to
+// send its body: a connection that declares a body and trickles it is cut
+// after 15s. (The handlers check signature headers before reading and read
+// at most 1 MiB.)
+func webhookLimits(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(15 * time.Second))
+		h.ServeHTTP(w, r)
+	})
 }

@@ -43,6 +43,13 @@ type Server struct {
 	// Workers is how many runs advance in parallel, 1 to MaxWorkers.
 	// Default 8.
 	Workers int `yaml:"workers"`
+	// AllowedHosts are Host names the REST API and /mcp answer besides the
+	// loopback names. Empty: with API keys any Host, without keys loopback
+	// names only (a web page cannot reach the API through DNS rebinding).
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// TrustedOrigins are web origins (https://ops.example.com) whose pages
+	// may change state through the API from a browser.
+	TrustedOrigins []string `yaml:"trusted_origins"`
 }
 
 // Agent configures one agent.

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package main
+
+// lockDataDir is a no-op where flock is not available: run one gateway per
+// data dir.
+func lockDataDir(string) (func(), error) { return func() {}, nil }
