@@ -121,8 +121,10 @@ func (s *server) ready(w http.ResponseWriter, r *http.Request) {
 	serveReady(w, r, &s.readiness, s.cfg.Ready, known || len(s.cfg.Keys) == 0)
 }
 
-// readiness caches the outcome of a readiness check for a second, so a
-// flood of probes costs the store one check a second.
+// readiness runs one readiness check at a time: probes that arrive while
+// one runs share its outcome, so a flood of probes costs the store one
+// check in flight, and every answer is from a check started after the
+// probe arrived.
 type readiness struct {
 	mu  sync.Mutex
 	at  time.Time
@@ -131,12 +133,14 @@ type readiness struct {
 
 func serveReady(w http.ResponseWriter, r *http.Request, c *readiness, ready func(context.Context) error, detail bool) {
 	if ready != nil {
+		arrived := time.Now()
 		c.mu.Lock()
-		if time.Since(c.at) > time.Second {
+		if !c.at.After(arrived) { // no check started after this request came
+			start := time.Now()
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 3*time.Second)
 			c.err = ready(ctx)
 			cancel()
-			c.at = time.Now()
+			c.at = start
 		}
 		err := c.err
 		c.mu.Unlock()
