@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/store/internal/lines"
 )
 
 // This file implements core.RoutineStore with the semantics of store/sqlite's.
@@ -47,7 +47,7 @@ func scanRoutine(s scanner, extra ...any) (core.Routine, error) {
 	}
 	x.Missed = core.MissedPolicy(missed)
 	x.Source = core.RoutineSource(source)
-	x.Callers = splitLines(callers)
+	x.Callers = lines.Split(callers)
 	x.NextFireAt = utcPtr(x.NextFireAt)
 	x.LastFireAt = utcPtr(x.LastFireAt)
 	x.CreatedAt = utc(x.CreatedAt)
@@ -133,7 +133,7 @@ func syncRoutineTx(ctx context.Context, tx *txn, d core.RoutineDef, at time.Time
 		_, err := tx.Exec(ctx, `INSERT INTO routines (`+routineCols+`, config_hash)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, NULL, 0, '', $11, $11, 'config', $13, $12)`,
 			d.ID, d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, d.Enabled, string(d.Missed),
-			d.MaxFailures, next, at, hash, joinLines(d.Callers))
+			d.MaxFailures, next, at, hash, lines.Join(d.Callers))
 		return err
 	}
 	if err != nil {
@@ -149,7 +149,7 @@ func syncRoutineTx(ctx context.Context, tx *txn, d core.RoutineDef, at time.Time
 		consecutive_failures = $11, disabled_reason = $12, updated_at = $13, source = 'config', config_hash = $14,
 		callers = $16 WHERE id = $15`,
 		u.def.AgentID, u.def.Schedule, u.def.Timezone, u.def.Input, u.def.DeliverTo, u.enabled, d.Enabled,
-		string(u.def.Missed), u.def.MaxFailures, u.next, u.failures, u.reason, at, hash, d.ID, joinLines(u.def.Callers))
+		string(u.def.Missed), u.def.MaxFailures, u.next, u.failures, u.reason, at, hash, d.ID, lines.Join(u.def.Callers))
 	return err
 }
 
@@ -216,7 +216,7 @@ func (db *DB) CreateRoutine(ctx context.Context, d core.RoutineDef, at time.Time
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, NULL, 0, '', $11, $11, 'api', $12)
 			ON CONFLICT (id) DO NOTHING RETURNING `+routineCols,
 			d.ID, d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, d.Enabled, string(d.Missed),
-			d.MaxFailures, next, at, joinLines(d.Callers)))
+			d.MaxFailures, next, at, lines.Join(d.Callers)))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return core.ErrRoutineExists
 		}
@@ -252,7 +252,7 @@ func (db *DB) UpdateRoutine(ctx context.Context, id string, p core.RoutinePatch)
 			max_failures = COALESCE($7, max_failures), enabled = $8, next_fire_at = $9, consecutive_failures = $10,
 			disabled_reason = $11, updated_at = $12, callers = COALESCE($14, callers) WHERE id = $13 RETURNING `+routineCols,
 			p.AgentID, p.Schedule, p.Timezone, p.Input, p.DeliverTo, missed, p.MaxFailures,
-			u.enabled, u.next, u.failures, u.reason, p.At, id, patchLines(p.Callers)))
+			u.enabled, u.next, u.failures, u.reason, p.At, id, lines.Patch(p.Callers)))
 		return err
 	})
 	if err != nil {
@@ -569,24 +569,4 @@ func (db *DB) SetRoutineDelivery(ctx context.Context, runID, delivery string) er
 		return fmt.Errorf("routine delivery of run %s: %w", runID, err)
 	}
 	return nil
-}
-
-// joinLines stores a list of ids (a routine's callers) one per line.
-func joinLines(l []string) string { return strings.Join(l, "\n") }
-
-// patchLines is joinLines of a patch field; nil leaves the column as is.
-func patchLines(l *[]string) *string {
-	if l == nil {
-		return nil
-	}
-	s := joinLines(*l)
-	return &s
-}
-
-// splitLines reads a list stored by joinLines.
-func splitLines(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\n")
 }

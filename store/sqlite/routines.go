@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/store/internal/lines"
 )
 
 // This file implements core.RoutineStore.
@@ -39,7 +40,7 @@ func scanRoutine(s scanner, extra ...any) (core.Routine, error) {
 	}
 	x.Missed = core.MissedPolicy(missed)
 	x.Source = core.RoutineSource(source)
-	x.Callers = splitLines(callers)
+	x.Callers = lines.Split(callers)
 	x.NextFireAt = nullNanos(next)
 	x.LastFireAt = nullNanos(last)
 	x.CreatedAt = nanos(created)
@@ -119,7 +120,7 @@ func syncRoutineTx(ctx context.Context, tx *sql.Tx, d core.RoutineDef, at time.T
 		_, err := tx.ExecContext(ctx, `INSERT INTO routines(`+routineCols+`, config_hash)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, '', ?, ?, 'config', ?, ?)`,
 			d.ID, d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, d.Enabled, d.Enabled, string(d.Missed),
-			d.MaxFailures, next, at.UnixNano(), at.UnixNano(), joinLines(d.Callers), hash)
+			d.MaxFailures, next, at.UnixNano(), at.UnixNano(), lines.Join(d.Callers), hash)
 		return err
 	}
 	if err != nil {
@@ -136,7 +137,7 @@ func syncRoutineTx(ctx context.Context, tx *sql.Tx, d core.RoutineDef, at time.T
 		consecutive_failures = ?, disabled_reason = ?, updated_at = ?, source = 'config', config_hash = ?, callers = ?
 		WHERE id = ?`,
 		u.def.AgentID, u.def.Schedule, u.def.Timezone, u.def.Input, u.def.DeliverTo, u.enabled, d.Enabled,
-		string(u.def.Missed), u.def.MaxFailures, next, u.failures, u.reason, at.UnixNano(), hash, joinLines(u.def.Callers), d.ID)
+		string(u.def.Missed), u.def.MaxFailures, next, u.failures, u.reason, at.UnixNano(), hash, lines.Join(u.def.Callers), d.ID)
 	return err
 }
 
@@ -204,7 +205,7 @@ func (db *DB) CreateRoutine(ctx context.Context, d core.RoutineDef, at time.Time
 		if _, err := tx.ExecContext(ctx, `INSERT INTO routines(`+routineCols+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, '', ?, ?, 'api', ?)`,
 			d.ID, d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, d.Enabled, d.Enabled, string(d.Missed),
-			d.MaxFailures, next, at.UnixNano(), at.UnixNano(), joinLines(d.Callers)); err != nil {
+			d.MaxFailures, next, at.UnixNano(), at.UnixNano(), lines.Join(d.Callers)); err != nil {
 			return err
 		}
 		var err error
@@ -239,7 +240,7 @@ func (db *DB) UpdateRoutine(ctx context.Context, id string, p core.RoutinePatch)
 			deliver_to = COALESCE(?, deliver_to), missed = COALESCE(?, missed), max_failures = COALESCE(?, max_failures),
 			callers = COALESCE(?, callers), enabled = ?, next_fire_at = ?, consecutive_failures = ?, disabled_reason = ?,
 			updated_at = ? WHERE id = ?`,
-			p.AgentID, p.Schedule, p.Timezone, p.Input, p.DeliverTo, missed, p.MaxFailures, patchLines(p.Callers),
+			p.AgentID, p.Schedule, p.Timezone, p.Input, p.DeliverTo, missed, p.MaxFailures, lines.Patch(p.Callers),
 			u.enabled, toNull(u.next), u.failures, u.reason, p.At.UnixNano(), id); err != nil {
 			return err
 		}
@@ -578,24 +579,4 @@ func (db *DB) SetRoutineDelivery(ctx context.Context, runID, delivery string) er
 		return fmt.Errorf("routine delivery of run %s: %w", runID, err)
 	}
 	return nil
-}
-
-// joinLines stores a list of ids (a routine's callers) one per line.
-func joinLines(l []string) string { return strings.Join(l, "\n") }
-
-// patchLines is joinLines of a patch field; nil leaves the column as is.
-func patchLines(l *[]string) *string {
-	if l == nil {
-		return nil
-	}
-	s := joinLines(*l)
-	return &s
-}
-
-// splitLines reads a list stored by joinLines.
-func splitLines(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\n")
 }
