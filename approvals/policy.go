@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agentgate/agentgate/core"
 )
@@ -102,7 +103,7 @@ func (s *Service) fromCard(ctx context.Context, a core.Approval, b core.Binding,
 	if s.cfg.Cards == nil {
 		return refuse
 	}
-	state, ref, err := s.cfg.Cards.SendRef(ctx, core.CardKey(b.Platform, a.ID))
+	state, ref, err := s.cardRef(ctx, core.CardKey(b.Platform, a.ID))
 	switch {
 	case errors.Is(err, core.ErrNotFound):
 		return refuse
@@ -117,6 +118,28 @@ func (s *Service) fromCard(ctx context.Context, a core.Approval, b core.Binding,
 		return refuse
 	}
 	return nil
+}
+
+// cardSettle is how long a click waits for its card's ref while the post
+// is being recorded: the platform shows a card before its answer reaches
+// the gateway and is stored.
+const cardSettle = 3 * time.Second
+
+// cardRef reads the outbox entry of a card, waiting up to cardSettle
+// while it is still SendSending.
+func (s *Service) cardRef(ctx context.Context, key string) (state, ref string, err error) {
+	deadline := time.Now().Add(cardSettle)
+	for {
+		state, ref, err = s.cfg.Cards.SendRef(ctx, key)
+		if err != nil || state != core.SendSending || time.Now().After(deadline) {
+			return state, ref, err
+		}
+		select {
+		case <-ctx.Done():
+			return state, ref, ctx.Err()
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
 }
 
 // matches reports whether one entry of a tool's approvers names p.

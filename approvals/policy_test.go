@@ -1,6 +1,7 @@
 package approval_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"path/filepath"
@@ -203,6 +204,16 @@ func newService(t *testing.T, people ...approval.Person) (*sqlite.DB, *approval.
 // a chat route, its card posted as m1) paused on an approval under policy.
 func pending(t *testing.T, db *sqlite.DB, r route, policy core.ApprovalPolicy) core.Approval {
 	t.Helper()
+	a := paused(t, db, r, policy)
+	if r.platform != "" {
+		postCard(t, db, r.platform, a.ID)(core.SendSent)
+	}
+	return a
+}
+
+// paused is pending before the card is posted.
+func paused(t *testing.T, db *sqlite.DB, r route, policy core.ApprovalPolicy) core.Approval {
+	t.Helper()
 	ctx := t.Context()
 	now := time.Now().UTC()
 	requester := r.who("ana", cardChannel, cardMessage).ID
@@ -227,14 +238,41 @@ func pending(t *testing.T, db *sqlite.DB, r route, policy core.ApprovalPolicy) c
 	if _, err := db.PauseRun(ctx, run.ID, "w", a, nil); err != nil {
 		t.Fatal(err)
 	}
-	if r.platform != "" {
-		key := core.CardKey(r.platform, a.ID)
-		if _, _, err := db.ClaimSend(ctx, key, now); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.SetSendState(ctx, key, core.SendSent, cardMessage, now); err != nil {
-			t.Fatal(err)
+	return a
+}
+
+// postCard starts posting approval id's card (the outbox's intent) and
+// returns the function that records the outcome.
+func postCard(t *testing.T, db *sqlite.DB, platform, id string) func(state string) {
+	t.Helper()
+	key := core.CardKey(platform, id)
+	if _, _, err := db.ClaimSend(context.Background(), key, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return func(state string) {
+		if err := db.SetSendState(context.Background(), key, state, cardMessage, time.Now()); err != nil {
+			t.Error(err)
 		}
 	}
-	return a
+}
+
+// A click can arrive while the card's post is being recorded (the platform
+// showed it, the outbox has not stored its ref yet): it waits for the ref
+// instead of being refused. A card that never got posted refuses.
+func TestClickWhileTheCardIsBeingRecorded(t *testing.T) {
+	db, aps := newService(t)
+	tg := chatRoute(approval.RouteTelegram, "")
+	a := paused(t, db, tg, core.ApprovalPolicy{})
+	posted := postCard(t, db, tg.platform, a.ID)
+	go func() { time.Sleep(100 * time.Millisecond); posted(core.SendSent) }()
+	if _, err := aps.Decide(t.Context(), a.ID, approval.Request{Approve: true, Principal: tg.who("bob", cardChannel, cardMessage)}); err != nil {
+		t.Fatalf("click while the card's ref was being recorded: %v", err)
+	}
+
+	b := paused(t, db, tg, core.ApprovalPolicy{})
+	postCard(t, db, tg.platform, b.ID)(core.SendUncertain)
+	var na *approval.NotAllowedError
+	if _, err := aps.Decide(t.Context(), b.ID, approval.Request{Approve: true, Principal: tg.who("bob", cardChannel, cardMessage)}); !errors.As(err, &na) {
+		t.Fatalf("click on a card whose post is uncertain: %v, want refused", err)
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -344,16 +345,33 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for pattern, h := range extra {
 		extra[pattern] = webhookLimits(h)
 	}
+	ready := func(ctx context.Context) error { _, err := db.SchemaVersion(ctx); return err }
+	apiMetrics := m.Handler()
+	var ops *http.Server // server.metrics_addr: /metrics, /readyz, /healthz without a key
+	if addr := cfg.Server.MetricsAddr; addr != "" {
+		ops = &http.Server{Addr: addr, Handler: api.OpsHandler(m.Handler(), ready), ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout: 2 * time.Minute, WriteTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
+		apiMetrics = nil // /metrics moves there
+	}
 	handler := api.New(api.Config{
-		Engine: eng, Store: db, Approvals: aps, Keys: keys, Logger: log, Metrics: m.Handler(), Routines: rt, Extra: extra,
+		Engine: eng, Store: db, Approvals: aps, Keys: keys, Logger: log, Metrics: apiMetrics, Routines: rt, Extra: extra,
 		Protected:    map[string]http.Handler{"/mcp": mcpHandler(ms, eng, db, aps, rt, keys, log)},
-		Ready:        func(ctx context.Context) error { _, err := db.SchemaVersion(ctx); return err },
+		Ready:        ready,
 		AllowedHosts: cfg.Server.AllowedHosts, TrustedOrigins: cfg.Server.TrustedOrigins,
+		MaxStreams: cfg.Server.MaxStreams, MaxStreamsPerKey: cfg.Server.MaxStreamsPerKey,
 	})
 
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (is another agentgate running? pick another --addr)", s.addr, err)
+	}
+	ln = limitConnections(ln, cmp.Or(cfg.Server.MaxConnections, config.DefaultMaxConnections), log)
+	var opsLn net.Listener
+	if ops != nil {
+		if opsLn, err = net.Listen("tcp", ops.Addr); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen on server.metrics_addr %s: %w", ops.Addr, err)
+		}
 	}
 	// Headers must arrive within 10s and fit in 64 KiB; an idle keep-alive
 	// connection is closed after 2 minutes. Bodies are bounded per route
@@ -366,7 +384,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 3+len(b.services))
+	errc := make(chan error, 4+len(b.services))
 	wg.Go(func() { errc <- eng.Start(runCtx) })
 	singleton := func(name string, start func(context.Context) error) {
 		wg.Go(func() {
@@ -387,6 +405,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			errc <- err
 		}
 	})
+	if ops != nil {
+		wg.Go(func() {
+			if err := ops.Serve(opsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		})
+		log.Info("metrics and probes serving", "addr", "http://"+opsLn.Addr().String())
+	}
 	auth := "open on loopback (no API keys)"
 	if len(keys) > 0 {
 		auth = fmt.Sprintf("%d API key(s)", len(keys))
@@ -404,6 +430,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer stop()
 	_ = srv.Shutdown(shutdownCtx)
+	if ops != nil {
+		_ = ops.Shutdown(shutdownCtx)
+	}
 	cancel()
 	wg.Wait()
 	return runErr

@@ -7,6 +7,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
@@ -50,7 +51,25 @@ type Server struct {
 	// TrustedOrigins are web origins (https://ops.example.com) whose pages
 	// may change state through the API from a browser.
 	TrustedOrigins []string `yaml:"trusted_origins"`
+	// MetricsAddr, when set, is a second listen address (127.0.0.1:9090)
+	// serving /metrics, /readyz and /healthz without a key; /metrics then
+	// leaves the main address.
+	MetricsAddr string `yaml:"metrics_addr"`
+	// MaxConnections caps the connections open at once on the main
+	// address; one more is answered 503 and closed. 0 = DefaultMaxConnections.
+	MaxConnections int `yaml:"max_connections"`
+	// MaxStreams caps the event streams (SSE) open at once, and
+	// MaxStreamsPerKey those of one API key. 0 = the defaults.
+	MaxStreams       int `yaml:"max_streams"`
+	MaxStreamsPerKey int `yaml:"max_streams_per_key"`
 }
+
+// Defaults of the server limits that 0 leaves to the gateway.
+const (
+	DefaultMaxConnections   = 4096
+	DefaultMaxStreams       = 1000
+	DefaultMaxStreamsPerKey = 100
+)
 
 // Agent configures one agent.
 type Agent struct {
@@ -191,6 +210,20 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 	}
 	if w := c.Server.Workers; w < 0 || w > MaxWorkers {
 		add("server.workers", "%s", workersRange(w))
+	}
+	for _, l := range []struct {
+		path string
+		n    int
+	}{{"server.max_connections", c.Server.MaxConnections}, {"server.max_streams", c.Server.MaxStreams},
+		{"server.max_streams_per_key", c.Server.MaxStreamsPerKey}} {
+		if l.n < 0 {
+			add(l.path, "must be a positive number, got %d (leave it out for the default)", l.n)
+		}
+	}
+	if a := c.Server.MetricsAddr; a != "" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			add("server.metrics_addr", "must be host:port (127.0.0.1:9090), got %q", a)
+		}
 	}
 	if len(c.Agents) == 0 {
 		add("agents", "define at least one agent")

@@ -286,6 +286,27 @@ func (p *Policy) DialContext(ctx context.Context, network, addr string) (net.Con
 	return conn, err
 }
 
+// CheckHost is the check that can be made before anything is dialled, for
+// a destination as it is given (a URL's host, without port): an IP the
+// policy refuses, or a loopback name (localhost, *.localhost), is a
+// *DeniedError unless egress.allow lists it. Other names pass: what they
+// resolve to is checked when they are dialled.
+func (p *Policy) CheckHost(host string) error {
+	host = strings.Trim(host, "[]")
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if !p.AllowedIP(ip) {
+			return &DeniedError{IP: ip.WithZone("")}
+		}
+		return nil
+	}
+	name := normalHost(host)
+	if (name == "localhost" || strings.HasSuffix(name, ".localhost")) && !p.AllowedHost(name) &&
+		!p.AllowedIP(netip.MustParseAddr("127.0.0.1")) {
+		return &DeniedError{Host: name, IP: netip.MustParseAddr("127.0.0.1")}
+	}
+	return nil
+}
+
 // MaxRedirects is how many redirects a Client follows.
 const MaxRedirects = 5
 

@@ -258,3 +258,33 @@ func FuzzCheckEntry(f *testing.F) {
 		}
 	})
 }
+
+// CheckHost refuses, before anything is dialled, what the URL itself shows
+// to be internal; names are left to the dial-time check.
+func TestCheckHost(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		host  string
+		allow []string
+		ok    bool
+	}{
+		{"169.254.169.254", nil, false},
+		{"127.0.0.1", nil, false},
+		{"[::1]", nil, false},
+		{"::ffff:10.0.0.1", nil, false},
+		{"10.0.0.1", nil, false},
+		{"localhost", nil, false},
+		{"api.LOCALHOST.", nil, false},
+		{"93.184.215.14", nil, true},
+		{"hooks.example.com", nil, true}, // resolved and checked when dialled
+		{"127.0.0.1", []string{"127.0.0.0/8"}, true},
+		{"localhost", []string{"127.0.0.1"}, true},
+		{"localhost", []string{"localhost"}, true},
+		{"10.0.0.1", []string{"127.0.0.1"}, false},
+	} {
+		err := policy(t, tc.allow...).CheckHost(tc.host)
+		if tc.ok && err != nil || !tc.ok && !errors.Is(err, egress.ErrDenied) {
+			t.Errorf("CheckHost(%q) with allow %v = %v; want ok=%t", tc.host, tc.allow, err, tc.ok)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,11 +23,28 @@ type Metrics struct {
 	finished  *prometheus.CounterVec
 	decisions *prometheus.CounterVec
 	resume    prometheus.Histogram
+	store     *storeCollector
 }
 
-// New registers the metrics. Store and queue are read at scrape time for the
-// runs-by-status and queue-depth gauges.
-func New(store core.Store, queue core.Queue, log *slog.Logger) *Metrics {
+// Counter is what the metrics read from the store: rows by status.
+type Counter interface {
+	CountRuns(ctx context.Context) (map[core.RunStatus]int64, error)
+	CountApprovals(ctx context.Context) (map[core.ApprovalStatus]int64, error)
+}
+
+// Depther is what the metrics read from the queue.
+type Depther interface {
+	Depth(ctx context.Context) (int64, error)
+}
+
+// CountsTTL is how long the counts read from the store (runs and
+// approvals by status, queue depth) are reused: scrapes within it, and
+// scrapes that arrive while a count runs, cost the store nothing more.
+const CountsTTL = 10 * time.Second
+
+// New registers the metrics. Store and queue are read at scrape time, at
+// most once per CountsTTL, for the runs-by-status and queue-depth gauges.
+func New(store Counter, queue Depther, log *slog.Logger) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -41,9 +59,9 @@ func New(store core.Store, queue core.Queue, log *slog.Logger) *Metrics {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}),
 	}
+	m.store = &storeCollector{store: store, queue: queue, log: log, now: time.Now}
 	m.reg.MustRegister(m.finished, m.decisions, m.resume,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&storeCollector{store: store, queue: queue, log: log})
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), m.store)
 	return m
 }
 
@@ -69,11 +87,17 @@ var (
 	depthDesc     = prometheus.NewDesc("agentgate_queue_depth", "Jobs waiting, delayed or in flight (not dead-lettered).", nil, nil)
 )
 
-// storeCollector reads counts from the store at scrape time.
+// storeCollector reads counts from the store at scrape time, one count in
+// flight and at most one per CountsTTL.
 type storeCollector struct {
-	store core.Store
-	queue core.Queue
+	store Counter
+	queue Depther
 	log   *slog.Logger
+	now   func() time.Time
+
+	mu     sync.Mutex
+	at     time.Time // when cached was counted; zero = never
+	cached []prometheus.Metric
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -83,25 +107,42 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now := c.now(); c.at.IsZero() || now.Sub(c.at) >= CountsTTL || now.Before(c.at) {
+		c.cached = c.count()
+		c.at = now
+	}
+	for _, m := range c.cached {
+		ch <- m
+	}
+}
+
+// count reads the gauges from the store; a failed read leaves its gauge
+// out (and is logged).
+func (c *storeCollector) count() []prometheus.Metric {
+	var out []prometheus.Metric
+	ch := func(m prometheus.Metric) { out = append(out, m) }
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if runs, err := c.store.CountRuns(ctx); err == nil {
 		for _, s := range []core.RunStatus{core.RunQueued, core.RunRunning, core.RunPaused, core.RunCompleted, core.RunFailed, core.RunCancelled} {
-			ch <- prometheus.MustNewConstMetric(runsDesc, prometheus.GaugeValue, float64(runs[s]), string(s))
+			ch(prometheus.MustNewConstMetric(runsDesc, prometheus.GaugeValue, float64(runs[s]), string(s)))
 		}
 	} else {
 		c.log.Warn("metrics: count runs", "err", err)
 	}
 	if aps, err := c.store.CountApprovals(ctx); err == nil {
 		for _, s := range []core.ApprovalStatus{core.ApprovalPending, core.ApprovalApproved, core.ApprovalDenied, core.ApprovalExpired, core.ApprovalCancelled} {
-			ch <- prometheus.MustNewConstMetric(approvalsDesc, prometheus.GaugeValue, float64(aps[s]), string(s))
+			ch(prometheus.MustNewConstMetric(approvalsDesc, prometheus.GaugeValue, float64(aps[s]), string(s)))
 		}
 	} else {
 		c.log.Warn("metrics: count approvals", "err", err)
 	}
 	if d, err := c.queue.Depth(ctx); err == nil {
-		ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(d))
+		ch(prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(d)))
 	} else {
 		c.log.Warn("metrics: queue depth", "err", err)
 	}
+	return out
 }

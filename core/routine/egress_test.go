@@ -2,6 +2,8 @@ package routine_test
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -35,6 +37,18 @@ func (e *env) createAPI(id, deliverTo string) {
 	}
 }
 
+// storeAPI stores an API routine delivering to deliverTo as a gateway
+// before the create-time check did (or under an egress.allow since
+// narrowed): only the dial-time check stands between it and the address.
+func (e *env) storeAPI(id, deliverTo string) {
+	e.t.Helper()
+	d := def(id, "@daily")
+	d.DeliverTo = deliverTo
+	if _, err := e.db.CreateRoutine(e.t.Context(), d, e.clock.Now()); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // runOnce triggers routine id, finishes the run and handles its result
 // job once; it returns HandleResult's error and the history's delivery.
 func (e *env) runOnce(id string) (error, string) {
@@ -49,7 +63,40 @@ func (e *env) runOnce(id string) (error, string) {
 }
 
 // An API routine's webhook may not reach loopback until egress.allow says
-// so; nothing reaches the server before.
+// so: a URL that shows it is refused when the routine is created or
+// changed, and nothing reaches the server.
+func TestAPIWebhookToAnInternalAddressIsRefusedAtCreate(t *testing.T) {
+	t.Parallel()
+	hook := newWebhook(t, 0)
+	_, port, _ := net.SplitHostPort(hook.srv.Listener.Addr().String())
+	e := newEnvWith(t, utc("2026-01-09 10:30:00"), allowing(t, "10.0.0.0/8"))
+	for _, url := range []string{"http://169.254.169.254/latest/meta-data/", hook.srv.URL + "/hook",
+		"http://localhost:" + port + "/hook", "http://[::1]:" + port, "http://192.168.1.1/"} {
+		_, err := e.s.Create(t.Context(), "mine", core.RoutineSpec{Agent: str("ops"), Schedule: str("@daily"),
+			Input: str("report"), DeliverTo: str("webhook:" + url)})
+		var ie *core.InputError
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), "deliver_to") || !strings.Contains(err.Error(), "egress.allow") {
+			t.Errorf("create delivering to %s: %v; want an input error naming deliver_to and egress.allow", url, err)
+		}
+		if _, err := e.db.GetRoutine(t.Context(), "mine"); !errors.Is(err, core.ErrNotFound) {
+			t.Errorf("refused routine to %s was stored: %v", url, err)
+		}
+	}
+	e.createAPI("mine", "webhook:http://10.1.2.3/hook") // egress.allow lists 10.0.0.0/8
+	_, err := e.s.Update(t.Context(), "mine", core.RoutineSpec{DeliverTo: str("webhook:http://169.254.169.254/")})
+	if !strings.Contains(fmt.Sprint(err), "egress.allow") {
+		t.Errorf("PATCH to the metadata address: %v; want it refused", err)
+	}
+	if r, _ := e.db.GetRoutine(t.Context(), "mine"); r.DeliverTo != "webhook:http://10.1.2.3/hook" {
+		t.Errorf("refused PATCH changed deliver_to to %q", r.DeliverTo)
+	}
+	if n := len(hook.attempts()); n != 0 {
+		t.Errorf("webhook got %d requests", n)
+	}
+}
+
+// A stored API routine's webhook (made before egress.allow was narrowed)
+// is checked again at every delivery.
 func TestAPIWebhookNeedsEgressAllow(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -66,7 +113,7 @@ func TestAPIWebhookNeedsEgressAllow(t *testing.T) {
 			t.Parallel()
 			hook := newWebhook(t, 0)
 			e := newEnvWith(t, utc("2026-01-09 10:30:00"), allowing(t, tc.allow...))
-			e.createAPI("mine", "webhook:"+hook.srv.URL+"/hook")
+			e.storeAPI("mine", "webhook:"+hook.srv.URL+"/hook")
 			err, delivery := e.runOnce("mine")
 			if delivery != tc.want {
 				t.Errorf("delivery = %q, want %q", delivery, tc.want)
@@ -122,7 +169,7 @@ func TestGuardedHistoryIsOpaque(t *testing.T) {
 				allowing(t, "127.0.0.1")(e)
 				e.log = slog.New(slog.NewTextHandler(&logs, nil))
 			})
-			e.createAPI("mine", "webhook:"+tc.url)
+			e.storeAPI("mine", "webhook:"+tc.url)
 			err, delivery := e.runOnce("mine")
 			if err == nil || err.Error() != "delivery failed (see the gateway log)" {
 				t.Errorf("HandleResult = %v, want the opaque error (the job retries)", err)
@@ -164,7 +211,11 @@ func TestConfigWebhookIsTrusted(t *testing.T) {
 	}
 
 	other := newWebhook(t, 0)
-	if _, err := e.s.Update(t.Context(), "file", core.RoutineSpec{DeliverTo: str("webhook:" + other.srv.URL)}); err != nil {
+	if _, err := e.s.Update(t.Context(), "file", core.RoutineSpec{DeliverTo: str("webhook:" + other.srv.URL)}); err == nil {
+		t.Fatal("PATCH of a config routine's deliver_to to loopback was accepted")
+	}
+	moved := "webhook:" + other.srv.URL // as stored by a gateway before that check
+	if _, err := e.db.UpdateRoutine(t.Context(), "file", core.RoutinePatch{DeliverTo: &moved, At: e.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if err, delivery := e.runOnce("file"); err == nil || delivery != opaque || len(other.attempts()) != 0 {

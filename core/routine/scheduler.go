@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -384,6 +385,26 @@ func (s *Scheduler) check(id string, spec Spec) error {
 	return &core.InputError{Msg: strings.Join(msgs, "; ")}
 }
 
+// checkEgress refuses a webhook deliver_to sent through the API whose URL
+// shows an address the egress policy refuses (169.254.169.254, 127.0.0.1,
+// localhost, …): the routine is not stored. A name is checked when a
+// delivery dials it.
+func (s *Scheduler) checkEgress(deliverTo string) error {
+	t, err := ParseTarget(deliverTo)
+	if err != nil || t.Kind != TargetWebhook {
+		return nil // Problems has said what is wrong with it
+	}
+	u, err := url.Parse(t.Dest)
+	if err != nil {
+		return nil
+	}
+	if err := s.cfg.Egress.CheckHost(u.Hostname()); err != nil {
+		return &core.InputError{Msg: fmt.Sprintf("deliver_to: %s is an internal or reserved address (loopback, private, link-local or "+
+			"cloud metadata); routines made through the API may deliver there only if egress.allow in the config file lists it", u.Host)}
+	}
+	return nil
+}
+
 // Create stores routine id defined by in (nil fields take the config
 // file's defaults) with source api. Problems with in are a
 // *core.InputError naming the fields as the config file does; an id that is
@@ -397,6 +418,9 @@ func (s *Scheduler) Create(ctx context.Context, id string, in core.RoutineSpec) 
 	sched, err := ParseSchedule(d.Schedule, d.Timezone)
 	if err != nil {
 		return core.Routine{}, &core.InputError{Msg: err.Error()}
+	}
+	if err := s.checkEgress(d.DeliverTo); err != nil {
+		return core.Routine{}, err
 	}
 	now := s.cfg.Clock.Now().UTC()
 	d.NextFireAt = sched.Next(now)
@@ -448,6 +472,13 @@ func (s *Scheduler) Update(ctx context.Context, id string, in core.RoutineSpec) 
 		p.Input = &d.Input
 	}
 	if in.DeliverTo != nil {
+		next := cur
+		next.DeliverTo = d.DeliverTo
+		if d.DeliverTo != cur.DeliverTo && !s.operatorTarget(next) { // the file's own value stays the operator's
+			if err := s.checkEgress(d.DeliverTo); err != nil {
+				return core.Routine{}, err
+			}
+		}
 		p.DeliverTo = &d.DeliverTo
 	}
 	if in.Missed != nil {

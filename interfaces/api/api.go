@@ -49,6 +49,10 @@ type Config struct {
 	// PollInterval is how often waiting requests re-read the store in case
 	// another process changed the run. Default 1s.
 	PollInterval time.Duration
+	// MaxStreams caps the event streams open at once, MaxStreamsPerKey
+	// those of one key (key:local when the API is open); one more answers
+	// 429 too_many_streams. Defaults DefaultMaxStreams, DefaultMaxStreamsPerKey.
+	MaxStreams, MaxStreamsPerKey int
 	// Routines serves /api/v1/routines; nil = no routine routes.
 	Routines Routines
 	// Extra are more routes by ServeMux pattern (e.g. "POST /slack/events"),
@@ -64,6 +68,7 @@ type server struct {
 	log       *slog.Logger
 	refused   refusals
 	readiness readiness
+	streams   *streams
 }
 
 // New returns the HTTP handler with every route.
@@ -77,7 +82,7 @@ func New(cfg Config) http.Handler {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = time.Second
 	}
-	s := &server{cfg: cfg, log: cfg.Logger}
+	s := &server{cfg: cfg, log: cfg.Logger, streams: newStreams(cfg.MaxStreams, cfg.MaxStreamsPerKey)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /readyz", s.ready)
@@ -104,7 +109,7 @@ func New(cfg Config) http.Handler {
 	api.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s; see README for the API", r.Method, r.URL.Path))
 	})
-	mux.Handle("/api/", s.edge(s.auth(api)))
+	mux.Handle("/api/", s.edge(s.auth(s.writeLimit(api))))
 	for pattern, h := range cfg.Extra {
 		mux.Handle(pattern, h)
 	}
@@ -112,6 +117,19 @@ func New(cfg Config) http.Handler {
 		mux.Handle(pattern, s.edge(s.auth(h)))
 	}
 	return mux
+}
+
+// writeLimit gives an API answer MaxWait (the longest ?wait=true) plus
+// 30s to be written, so a client that stops reading cannot hold it; event
+// streams set their own deadline per write.
+func (s *server) writeLimit(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if rc.SetWriteDeadline(time.Now().Add(s.cfg.MaxWait+30*time.Second)) == nil {
+			defer rc.SetWriteDeadline(time.Time{}) // the connection may serve another request
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // ready answers /readyz. Probes need no key; the reason a gateway is not
@@ -274,6 +292,14 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 	if req.SessionID != "" && !s.sessionAllowed(w, r, req.SessionID) {
 		return
 	}
+	streaming := strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	if streaming { // a slot before the run exists, so a refusal starts nothing
+		release, ok := s.streams.open(w, p.ID)
+		if !ok {
+			return
+		}
+		defer release()
+	}
 	sub := core.SubmitRequest{
 		RunID: core.NewID("run"), AgentID: agent, Input: req.Input, SessionID: req.SessionID,
 		UserID: cmp.Or(req.UserID, p.ID), StartedBy: p.ID, Type: core.RunTypeAPI,
@@ -286,7 +312,7 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+	if streaming {
 		s.streamFrom(w, r, run.ID, 0, updates)
 		return
 	}
@@ -428,6 +454,11 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 // entry type, id: its seq), live text as `delta` events, and ends with a
 // `run` event once the run is settled.
 func (s *server) stream(w http.ResponseWriter, r *http.Request, id string, after int64) {
+	release, ok := s.streams.open(w, caller(r).ID)
+	if !ok {
+		return
+	}
+	defer release()
 	updates, unsub := s.cfg.Engine.Hub().Subscribe(id)
 	defer unsub()
 	s.streamFrom(w, r, id, after, updates)
@@ -444,12 +475,18 @@ func (s *server) streamFrom(w http.ResponseWriter, r *http.Request, id string, a
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
+	// Each write may take streamWriteTimeout; the stream as long as it lasts.
+	rc := http.NewResponseController(w)
+	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)) }
+	defer rc.SetWriteDeadline(time.Time{}) // the connection may serve another request
+	deadline()
 	w.WriteHeader(http.StatusOK)
 	flusher.Flush()
 	tick := time.NewTicker(s.cfg.PollInterval)
 	defer tick.Stop()
 	ctx := r.Context()
 	for {
+		deadline()
 		evs, err := s.cfg.Store.Events(ctx, id, after, 0)
 		if err != nil {
 			writeSSE(w, "error", "", map[string]any{"code": "internal", "message": err.Error()})
@@ -490,6 +527,7 @@ func (s *server) streamFrom(w http.ResponseWriter, r *http.Request, id string, a
 				return
 			case u := <-updates:
 				if u.Delta != "" {
+					deadline()
 					writeSSE(w, "delta", "", map[string]string{"text": u.Delta})
 					flusher.Flush()
 					continue

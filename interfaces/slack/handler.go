@@ -152,7 +152,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // readBody reads the request body, at most MaxBodyBytes. Memory follows
 // the bytes that arrive, not the length a request declares: a declared
-// length is trusted up to 64 KiB (a Slack event is a few KiB).
+// length is trusted up to 4 KiB (a Slack event is a few KiB), so a
+// connection that declares a large body and sends none holds 4 KiB.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	if r.ContentLength > MaxBodyBytes {
@@ -160,7 +161,7 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, &http.MaxBytesError{Limit: MaxBodyBytes}
 	}
 	var b bytes.Buffer
-	b.Grow(int(min(max(r.ContentLength, 512), 64<<10)))
+	b.Grow(int(min(max(r.ContentLength, 512), 4<<10)))
 	if _, err := b.ReadFrom(body); err != nil {
 		return nil, err
 	}
