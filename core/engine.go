@@ -84,7 +84,9 @@ type EngineConfig struct {
 	// begins before they are interrupted. Default 10s.
 	DrainTimeout time.Duration
 	// OnFinish, when set, returns jobs to enqueue in the transaction that
-	// finishes run (e.g. a routine run's result delivery).
+	// finishes run (e.g. a routine run's result delivery). run is as the
+	// engine holds it: use its identity (ID, Type, RoutineID, SessionID),
+	// not its status or output, which the finish is about to change.
 	OnFinish func(run Run, status RunStatus) []Job
 	// Handlers run jobs of kinds other than JobRun, by kind. An error
 	// retries the job with the queue's backoff.
@@ -106,6 +108,10 @@ type EngineConfig struct {
 type Engine struct {
 	cfg EngineConfig
 	log *slog.Logger
+
+	// ackInFinish: the store is the queue, so a run job is acked in the
+	// transaction that finishes its run (one write instead of two).
+	ackInFinish bool
 
 	mu      sync.Mutex
 	running map[string]chan struct{}      // runs advanced by a local worker; closed when done
@@ -145,10 +151,11 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		cfg.DrainTimeout = 10 * time.Second
 	}
 	return &Engine{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		running: make(map[string]chan struct{}),
-		cancels: make(map[string]context.CancelFunc),
+		cfg:         cfg,
+		log:         cfg.Logger,
+		ackInFinish: any(cfg.Store) == any(cfg.Queue),
+		running:     make(map[string]chan struct{}),
+		cancels:     make(map[string]context.CancelFunc),
 	}, nil
 }
 
@@ -276,7 +283,7 @@ func (e *Engine) Cancel(ctx context.Context, id string, c Cancel) (Run, error) {
 	}
 	e.mu.Unlock()
 	e.cfg.Observer.RunFinished(RunCancelled)
-	e.cfg.Hub.Changed(id)
+	e.cfg.Hub.ChangedTo(id, RunCancelled)
 	return run, nil
 }
 
@@ -378,12 +385,16 @@ func (e *Engine) handle(ctx context.Context, job Job) {
 
 	var err error
 	var runID string
+	var ack *jobAck
+	if e.ackInFinish {
+		ack = &jobAck{job: job}
+	}
 	switch job.Kind {
 	case JobRun:
 		var p RunJob
 		if err = json.Unmarshal(job.Payload, &p); err == nil {
 			runID = p.RunID
-			err = e.advance(jctx, p.RunID)
+			err = e.advance(jctx, p.RunID, ack)
 		}
 	default:
 		if h, ok := e.cfg.Handlers[job.Kind]; ok {
@@ -398,6 +409,9 @@ func (e *Engine) handle(ctx context.Context, job Job) {
 		return // interrupted at shutdown: Start hands the job back
 	}
 	if err == nil {
+		if ack.done() {
+			return // the run's finish acked it
+		}
 		if aerr := e.cfg.Queue.Ack(ctx, job); aerr != nil && !errors.Is(aerr, ErrLeaseLost) {
 			e.log.Error("ack job", "job", job.ID, "err", aerr)
 		}
@@ -415,7 +429,7 @@ func (e *Engine) handle(ctx context.Context, job Job) {
 	}
 	if dead && runID != "" {
 		msg := fmt.Sprintf("gave up after %d attempts: %v", job.Attempt, err)
-		e.finish(ctx, runID, "", RunFailed, "", msg, Usage{})
+		e.finish(ctx, nil, nil, runID, "", RunFailed, "", msg, Usage{})
 	}
 }
 
@@ -476,8 +490,18 @@ func (e *Engine) lockRun(ctx context.Context, id string) (func(), error) {
 	}
 }
 
+// jobAck is the job a run step was dequeued for, when the store is the
+// queue: the finish acks it in its transaction and says so.
+type jobAck struct {
+	job   Job
+	acked bool
+}
+
+func (a *jobAck) done() bool { return a != nil && a.acked }
+
 // advance moves run id forward until it pauses, finishes or fails a step.
-func (e *Engine) advance(ctx context.Context, id string) error {
+// ack (nil: none) is the job to ack in the finishing transaction.
+func (e *Engine) advance(ctx context.Context, id string, ack *jobAck) error {
 	unlock, err := e.lockRun(ctx, id)
 	if err != nil {
 		return err
@@ -504,7 +528,7 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 	}
 	agent, ok := e.cfg.Agents[run.AgentID]
 	if !ok && run.Type != RunTypeExternal { // an external run's agent lives outside
-		e.finish(ctx, id, "", RunFailed, "", fmt.Sprintf("agent %q is not configured", run.AgentID), Usage{})
+		e.finish(ctx, &run, nil, id, "", RunFailed, "", fmt.Sprintf("agent %q is not configured", run.AgentID), Usage{})
 		return nil
 	}
 
@@ -533,7 +557,7 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 		return err
 	}
 	if len(startEvents) > 0 {
-		e.cfg.Hub.Changed(id)
+		e.cfg.Hub.ChangedTo(id, RunRunning)
 	}
 
 	rctx, cancelCause := context.WithCancelCause(ctx)
@@ -551,7 +575,7 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 		return st.ExtendClaim(ctx, id, e.cfg.NodeID, e.cfg.Clock.Now().Add(e.cfg.ClaimTTL))
 	}, cancelCause)
 
-	r := &runner{e: e, agent: agent, run: run}
+	r := &runner{e: e, agent: agent, run: run, ack: ack}
 	if e.cfg.Progress != nil {
 		r.progress = e.cfg.Progress(run)
 	}
@@ -587,9 +611,12 @@ func (e *Engine) releaseClaim(id string) {
 }
 
 // finish closes a run and announces it; first are journaled before the
-// closing status event, in the same transaction. Errors are logged: the run
-// stays active in the store and is retried.
-func (e *Engine) finish(ctx context.Context, id, owner string, status RunStatus, output, errMsg string, usage Usage, first ...Event) error {
+// closing status event, in the same transaction, and ack's job is acked
+// in it (nil: none). known is the run when the
+// caller holds it (OnFinish reads only what never changes: its id, type,
+// routine), nil to read it. Errors are logged: the run stays active in the
+// store and is retried.
+func (e *Engine) finish(ctx context.Context, known *Run, ack *jobAck, id, owner string, status RunStatus, output, errMsg string, usage Usage, first ...Event) error {
 	ev := NewEvent(EventStatus, StatusChange{Status: status, Error: errMsg})
 	now := e.cfg.Clock.Now().UTC()
 	evs := append(first, ev)
@@ -598,16 +625,24 @@ func (e *Engine) finish(ctx context.Context, id, owner string, status RunStatus,
 	}
 	var jobs []Job
 	if e.cfg.OnFinish != nil {
-		run, err := e.cfg.Store.GetRun(ctx, id)
-		if err != nil {
-			e.log.Error("finish run", "run", id, "err", err)
-			return err
+		if known == nil {
+			run, err := e.cfg.Store.GetRun(ctx, id)
+			if err != nil {
+				e.log.Error("finish run", "run", id, "err", err)
+				return err
+			}
+			known = &run
 		}
-		jobs = e.cfg.OnFinish(run, status)
+		jobs = e.cfg.OnFinish(*known, status)
 	}
-	_, err := e.cfg.Store.FinishRun(ctx, id, owner, Finish{
-		Status: status, Output: output, Error: errMsg, Usage: usage, At: now, Events: evs, Jobs: jobs,
-	})
+	f := Finish{Status: status, Output: output, Error: errMsg, Usage: usage, At: now, Events: evs, Jobs: jobs}
+	if ack != nil {
+		f.Ack = &ack.job
+	}
+	_, err := e.cfg.Store.FinishRun(ctx, id, owner, f)
+	if err == nil && ack != nil {
+		ack.acked = true
+	}
 	if err != nil {
 		if !errors.Is(err, ErrRunFinished) {
 			e.log.Error("finish run", "run", id, "err", err)
@@ -615,7 +650,7 @@ func (e *Engine) finish(ctx context.Context, id, owner string, status RunStatus,
 		return err
 	}
 	e.cfg.Observer.RunFinished(status)
-	e.cfg.Hub.Changed(id)
+	e.cfg.Hub.ChangedTo(id, status)
 	return nil
 }
 
@@ -626,6 +661,7 @@ type runner struct {
 	run      Run
 	state    journalState
 	progress ProgressSink // nil when nothing shows the run live
+	ack      *jobAck      // the step's job, acked by the finish; nil: acked after
 }
 
 // endProgress closes the run's live display, if it is still open.
@@ -639,7 +675,7 @@ func (r *runner) endProgress(reason ProgressEnd) {
 // finish ends the live display, then the run.
 func (r *runner) finish(ctx context.Context, status RunStatus, output, errMsg string, usage Usage, first ...Event) error {
 	r.endProgress(ProgressFinished)
-	return r.e.finish(ctx, r.run.ID, r.e.cfg.NodeID, status, output, errMsg, usage, first...)
+	return r.e.finish(ctx, &r.run, r.ack, r.run.ID, r.e.cfg.NodeID, status, output, errMsg, usage, first...)
 }
 
 // journalState is the fold of a run's journal.
@@ -737,7 +773,7 @@ func (r *runner) append(ctx context.Context, evs ...Event) error {
 			return err
 		}
 	}
-	r.e.cfg.Hub.Changed(r.run.ID)
+	r.e.cfg.Hub.ChangedTo(r.run.ID, RunRunning)
 	return nil
 }
 
@@ -970,6 +1006,6 @@ func (r *runner) requestApproval(ctx context.Context, call ToolCall, tool *Agent
 	if _, err := r.e.cfg.Store.PauseRun(ctx, r.run.ID, r.e.cfg.NodeID, a, []Event{req, paused}); err != nil {
 		return err
 	}
-	r.e.cfg.Hub.Changed(r.run.ID)
+	r.e.cfg.Hub.ChangedTo(r.run.ID, RunPaused)
 	return nil
 }

@@ -11,6 +11,10 @@ type Update struct {
 	RunID   string
 	Delta   string
 	Changed bool
+	// Status is the run's status after the change when the publisher knows
+	// it (the engine does), "" when it does not (another process's signal):
+	// a waiter may skip reading a run that is still running.
+	Status RunStatus
 }
 
 // Hub fans out run updates to in-process subscribers (SSE streams, waiting
@@ -73,8 +77,11 @@ func (h *Hub) Publish(u Update) {
 
 // Changed announces that run id's journal or status changed, here and,
 // through Broadcast, to other processes.
-func (h *Hub) Changed(id string) {
-	h.Publish(Update{RunID: id, Changed: true})
+func (h *Hub) Changed(id string) { h.ChangedTo(id, "") }
+
+// ChangedTo is Changed by a publisher that knows the run's status now.
+func (h *Hub) ChangedTo(id string, status RunStatus) {
+	h.Publish(Update{RunID: id, Changed: true, Status: status})
 	if h.Broadcast != nil {
 		h.Broadcast(id)
 	}

@@ -174,6 +174,11 @@ type Finish struct {
 	// Jobs are enqueued in the same transaction (e.g. a routine run's
 	// result delivery), so the work a finished run calls for is never lost.
 	Jobs []Job
+	// Ack is the queue job whose step this finish ends, set when the store
+	// is also the engine's queue: it is acked in the same transaction, as
+	// Queue.Ack would (under its lease only: a job whose lease was lost
+	// meanwhile stays with its new holder). Nil: none.
+	Ack *Job
 }
 
 // Decision is the input of DecideApproval.

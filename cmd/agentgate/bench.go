@@ -6,6 +6,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -69,6 +70,12 @@ Flags:
   --workers N          server.workers in the servers' config (default: the
                        server's default)
   --server-bin PATH    the agentgate binary to run (default: this one)
+  --model-delay D      the fake model waits D before each answer (e.g. 20ms),
+                       to see the gateway's overhead over a model's own time
+
+The runs phase also reports the servers' CPU (user + system, /proc/PID/stat)
+per completed run and, for the embedded store, its commits and write
+transactions per run (agentgate_store_commits_total in /metrics).
 
 The servers inherit AGENTGATE_SQLITE_SYNC; every other AGENTGATE_ variable, and
 the OPENAI_ and SLACK_ ones, are removed from their environment.
@@ -87,6 +94,7 @@ type benchOptions struct {
 	redisURL    string
 	workers     int
 	serverBin   string
+	modelDelay  time.Duration
 	command     string   // the command line, for the report
 	env         []string // more environment for the servers (KEY=value)
 }
@@ -146,6 +154,7 @@ func parseBenchOptions(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.StringVar(&o.redisURL, "redis-url", "", "Redis URL")
 	fs.IntVar(&o.workers, "workers", 0, "server.workers")
 	fs.StringVar(&o.serverBin, "server-bin", "", "agentgate binary")
+	fs.DurationVar(&o.modelDelay, "model-delay", 0, "fake model delay")
 	set, err := benchParseFlags(fs, args)
 	if err != nil {
 		return o, err
@@ -171,6 +180,8 @@ func parseBenchOptions(args []string, stderr io.Writer) (benchOptions, error) {
 		return o, &usageError{"--runs and --approvals: must not be negative"}
 	case o.concurrency < 1:
 		return o, &usageError{fmt.Sprintf("--concurrency: must be at least 1, got %d", o.concurrency)}
+	case o.modelDelay < 0:
+		return o, &usageError{fmt.Sprintf("--model-delay: must not be negative, got %s", o.modelDelay)}
 	case o.workers < 0:
 		return o, &usageError{fmt.Sprintf("--workers: must not be negative, got %d", o.workers)}
 	}
@@ -235,7 +246,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer os.RemoveAll(tmp)
 
 	model := fakeopenai.New()
-	model.Script(benchScript)
+	model.Script(func(req fakeopenai.Request) fakeopenai.Reply {
+		time.Sleep(o.modelDelay)
+		return benchScript(req)
+	})
 	modelURL := model.Start()
 	defer model.Close()
 	tools := newBenchTools()
@@ -266,9 +280,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	progress("runs: %d single-turn runs from %d clients", o.runs, o.concurrency)
+	before := benchServerCounts(ctx, reps)
 	if rep.runs, err = benchRuns(ctx, cl, o.runs, o.concurrency); err != nil {
 		return err
 	}
+	rep.runCost = benchServerCounts(ctx, reps).minus(before)
 	progress("approvals: %d runs paused on deploy", o.approvals)
 	if rep.approvals, err = benchApprovals(ctx, cl, tools, o); err != nil {
 		return err
@@ -703,6 +719,60 @@ feed:
 	return time.Since(start)
 }
 
+// benchCounts are totals over the servers: CPU used and store commits.
+type benchCounts struct {
+	cpu          time.Duration
+	commits, txs int64
+}
+
+func (c benchCounts) minus(o benchCounts) benchCounts {
+	return benchCounts{cpu: c.cpu - o.cpu, commits: c.commits - o.commits, txs: c.txs - o.txs}
+}
+
+// benchServerCounts reads each server's CPU time (/proc/PID/stat, user +
+// system) and its store commit counters (/metrics; absent for PostgreSQL).
+func benchServerCounts(ctx context.Context, reps []*benchReplica) benchCounts {
+	var c benchCounts
+	for _, r := range reps {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", r.cmd.Process.Pid)); err == nil {
+			// Fields after the command name (which may hold spaces): utime
+			// and stime are the 12th and 13th, in clock ticks (100 a second).
+			if i := bytes.LastIndexByte(b, ')'); i > 0 {
+				f := strings.Fields(string(b[i+1:]))
+				if len(f) > 12 {
+					ut, _ := strconv.ParseInt(f[11], 10, 64)
+					st, _ := strconv.ParseInt(f[12], 10, 64)
+					c.cpu += time.Duration(ut+st) * 10 * time.Millisecond
+				}
+			}
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/metrics", nil)
+		if err != nil {
+			continue
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for line := range strings.SplitSeq(string(body), "\n") {
+			name, v, ok := strings.Cut(line, " ")
+			n, err := strconv.ParseFloat(v, 64)
+			if !ok || err != nil {
+				continue
+			}
+			switch name {
+			case "agentgate_store_commits_total":
+				c.commits += int64(n)
+			case "agentgate_store_write_transactions_total":
+				c.txs += int64(n)
+			}
+		}
+	}
+	return c
+}
+
 // Phases.
 
 type benchRunsResult struct {
@@ -1029,6 +1099,7 @@ type benchReport struct {
 	runs                   *benchRunsResult
 	approvals              *benchApprovalsResult
 	journal                []benchJournalResult
+	runCost                benchCounts // the servers' work over the runs phase
 	replicas               []*benchReplica
 	toolCalls, toolRepeats int
 }
@@ -1058,8 +1129,12 @@ func (r *benchReport) setup() string {
 	if r.opts.workers > 0 {
 		workers = fmt.Sprintf("server.workers %d", r.opts.workers)
 	}
-	return fmt.Sprintf("%s + %s, %d %s, %s; fake OpenAI model (no delay) and fake tool endpoint in the bench process",
-		store, queue, r.opts.replicas, plural(r.opts.replicas, "server", "servers"), workers)
+	delay := "no delay"
+	if r.opts.modelDelay > 0 {
+		delay = r.opts.modelDelay.String() + " per answer"
+	}
+	return fmt.Sprintf("%s + %s, %d %s, %s; fake OpenAI model (%s) and fake tool endpoint in the bench process",
+		store, queue, r.opts.replicas, plural(r.opts.replicas, "server", "servers"), workers, delay)
 }
 
 func plural(n int, one, many string) string {
@@ -1081,6 +1156,17 @@ func (r *benchReport) writeTable(w io.Writer) {
 	fmt.Fprintf(tw, "  completed\t%d of %d\t(%d errors)\n", ru.completed, ru.requested, ru.errors.n)
 	fmt.Fprintf(tw, "  throughput\t%.1f runs/s\t(%s wall time)\n", ru.perSecond(), ru.elapsed.Round(time.Millisecond))
 	fmt.Fprintf(tw, "  request → completed\tp50 %s\tp99 %s\n", benchMs(ru.p50), benchMs(ru.p99))
+	if r.opts.modelDelay > 0 {
+		fmt.Fprintf(tw, "  over the model's %s\tp50 %s\n", r.opts.modelDelay, benchMs(ru.p50-r.opts.modelDelay))
+	}
+	if ru.completed > 0 {
+		c := r.runCost
+		fmt.Fprintf(tw, "  server CPU per run\t%s\n", benchMs(c.cpu/time.Duration(ru.completed)))
+		if c.commits > 0 {
+			fmt.Fprintf(tw, "  store commits per run\t%.2f\t(%.2f write transactions)\n",
+				float64(c.commits)/float64(ru.completed), float64(c.txs)/float64(ru.completed))
+		}
+	}
 	writeBenchErrors(tw, &ru.errors)
 
 	ap := r.approvals
@@ -1139,6 +1225,16 @@ func (r *benchReport) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "| completed single-turn runs/s (%d runs, new session each, %d clients) | %.0f |\n", ru.requested, r.opts.concurrency, ru.perSecond())
 	fmt.Fprintf(w, "| request → completed, p50 / p99 | %s / %s |\n", benchMs(ru.p50), benchMs(ru.p99))
 	fmt.Fprintf(w, "| runs not completed (errors) | %d of %d |\n", ru.requested-ru.completed, ru.requested)
+	if ru.completed > 0 {
+		fmt.Fprintf(w, "| server CPU per completed run | %s |\n", benchMs(r.runCost.cpu/time.Duration(ru.completed)))
+		if r.runCost.commits > 0 {
+			fmt.Fprintf(w, "| store commits (write transactions) per run | %.2f (%.2f) |\n",
+				float64(r.runCost.commits)/float64(ru.completed), float64(r.runCost.txs)/float64(ru.completed))
+		}
+	}
+	if r.opts.modelDelay > 0 {
+		fmt.Fprintf(w, "| request → completed over the model's %s, p50 | %s |\n", r.opts.modelDelay, benchMs(ru.p50-r.opts.modelDelay))
+	}
 	fmt.Fprintf(w, "| approval decision → tool call, p50 / p99 (%d approvals, one at a time) | %s / %s |\n", ap.decided, benchMs(ap.p50), benchMs(ap.p99))
 	fmt.Fprintf(w, "| approved runs completed | %d of %d |\n", ap.completed, ap.requested)
 	idle, peak := make([]string, len(r.replicas)), make([]string, len(r.replicas))

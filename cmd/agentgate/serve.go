@@ -444,7 +444,7 @@ func apiKeys(env []string, cfg *config.Config) ([]api.Key, error) {
 	var keys []api.Key
 	for i, k := range env {
 		if len(k) < config.MinKeyLen {
-			return nil, &usageError{fmt.Sprintf("AGENTGATE_API_KEYS: key %d is %d characters; keys must be at least %d (e.g. openssl rand -hex 24)",
+			return nil, &usageError{fmt.Sprintf("AGENTGATE_API_KEYS: key %d is too short (%d of the %d characters a key needs; make one with openssl rand -hex 24)",
 				i+1, len(k), config.MinKeyLen)}
 		}
 		keys = append(keys, api.Key{Name: api.KeyName(k), Secret: k, Role: approval.RoleAdmin})

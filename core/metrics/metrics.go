@@ -32,6 +32,11 @@ type Counter interface {
 	CountApprovals(ctx context.Context) (map[core.ApprovalStatus]int64, error)
 }
 
+// Committer is a store that counts its commits (the embedded store).
+type Committer interface {
+	Commits() (commits, txs int64)
+}
+
 // Depther is what the metrics read from the queue.
 type Depther interface {
 	Depth(ctx context.Context) (int64, error)
@@ -62,6 +67,15 @@ func New(store Counter, queue Depther, log *slog.Logger) *Metrics {
 	m.store = &storeCollector{store: store, queue: queue, log: log, now: time.Now}
 	m.reg.MustRegister(m.finished, m.decisions, m.resume,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), m.store)
+	if c, ok := store.(Committer); ok {
+		m.reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "agentgate_store_commits_total",
+				Help: "Commits the embedded store made (each one fsync with synchronous=full)."},
+				func() float64 { n, _ := c.Commits(); return float64(n) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "agentgate_store_write_transactions_total",
+				Help: "Write transactions the embedded store committed; several can share one commit."},
+				func() float64 { _, n := c.Commits(); return float64(n) }))
+	}
 	return m
 }
 

@@ -316,12 +316,11 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 		s.streamFrom(w, r, run.ID, 0, updates)
 		return
 	}
-	unsub()
 	status := http.StatusAccepted
 	if wait {
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.MaxWait)
 		defer cancel()
-		run, err = s.waitRun(ctx, run.ID)
+		run, err = s.waitRun(ctx, run, updates)
 		if err != nil && ctx.Err() == nil {
 			s.fail(w, err)
 			return
@@ -336,32 +335,37 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 // settled: the run will not move without a decision or a new input.
 func settled(st core.RunStatus) bool { return st.Terminal() || st == core.RunPaused }
 
-// waitRun returns the run once it is settled or ctx ends (with the latest state).
-func (s *server) waitRun(ctx context.Context, id string) (core.Run, error) {
-	updates, unsub := s.cfg.Engine.Hub().Subscribe(id)
-	defer unsub()
+// waitRun returns run (as just created, subscribed to updates before
+// that) once it is settled or ctx ends, with the latest state. It reads the
+// run again only when it may have settled: on a change whose status is
+// unknown or settled, or at a poll.
+func (s *server) waitRun(ctx context.Context, run core.Run, updates <-chan core.Update) (core.Run, error) {
 	tick := time.NewTicker(s.cfg.PollInterval)
 	defer tick.Stop()
 	for {
-		run, err := s.cfg.Store.GetRun(context.WithoutCancel(ctx), id)
-		if err != nil || settled(run.Status) {
-			return run, err
+		if settled(run.Status) {
+			return run, nil
 		}
 		if err := waitChange(ctx, updates, tick.C); err != nil {
+			return run, err
+		}
+		var err error
+		if run, err = s.cfg.Store.GetRun(context.WithoutCancel(ctx), run.ID); err != nil {
 			return run, err
 		}
 	}
 }
 
-// waitChange returns when the run changed (streamed text does not count), at
-// the next poll tick, or with ctx's error.
+// waitChange returns when the run changed in a way that may have settled
+// it (streamed text, and a change to a status that is not settled, do not
+// count), at the next poll tick, or with ctx's error.
 func waitChange(ctx context.Context, updates <-chan core.Update, tick <-chan time.Time) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case u := <-updates:
-			if u.Changed {
+			if u.Changed && (u.Status == "" || settled(u.Status)) {
 				return nil
 			}
 		case <-tick:

@@ -159,6 +159,16 @@ func (db *DB) Ack(ctx context.Context, j core.Job) error {
 	return nil
 }
 
+// ackTx acks j inside tx when it still holds its lease (core.Finish.Ack);
+// nil or a lost lease does nothing.
+func ackTx(ctx context.Context, tx *txn, j *core.Job) error {
+	if j == nil || j.Lease == "" {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `DELETE FROM jobs WHERE id = $1 AND lease = $2 AND dead_at IS NULL`, j.ID, j.Lease)
+	return err
+}
+
 // Fail records reason and schedules a retry after retryAfter (<= 0: after
 // Options.Backoff(attempt)), or dead-letters the job when it has used its
 // last attempt; see core.Queue.

@@ -639,6 +639,9 @@ func (db *DB) FinishRun(ctx context.Context, id, owner string, f core.Finish) (c
 		if err != nil {
 			return err
 		}
+		if err := ackTx(ctx, tx, f.Ack); err != nil {
+			return err
+		}
 		// One call, so that all job keys are locked in one order.
 		return db.enqueueTx(ctx, tx, append(slices.Clone(f.Jobs), next...)...)
 	})

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math"
 	"time"
@@ -29,7 +28,7 @@ func scanAudit(s scanner, extra ...any) (core.AuditEntry, error) {
 
 // insertAuditTx appends e inside tx; an entry without a time gets at, one
 // without an outcome core.AuditOK. e.ID is ignored (the table assigns it).
-func insertAuditTx(ctx context.Context, tx *sql.Tx, e core.AuditEntry, at time.Time) error {
+func insertAuditTx(ctx context.Context, tx *txn, e core.AuditEntry, at time.Time) error {
 	if e.At.IsZero() {
 		e.At = at
 	}
@@ -46,7 +45,7 @@ func insertAuditTx(ctx context.Context, tx *sql.Tx, e core.AuditEntry, at time.T
 // AppendAudit implements core.AuditLog; At defaults to the store's clock.
 func (db *DB) AppendAudit(ctx context.Context, e core.AuditEntry) error {
 	now := db.opts.Clock.Now()
-	if err := db.tx(ctx, func(tx *sql.Tx) error { return insertAuditTx(ctx, tx, e, now) }); err != nil {
+	if err := db.tx(ctx, func(tx *txn) error { return insertAuditTx(ctx, tx, e, now) }); err != nil {
 		return fmt.Errorf("append audit: %w", err)
 	}
 	return nil

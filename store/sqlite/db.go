@@ -49,12 +49,13 @@ type Options struct {
 
 // DB is the SQLite store (core.Store) and embedded queue (core.Queue).
 type DB struct {
-	w     *sql.DB       // single connection: SQLite has one writer; serializing in Go avoids SQLITE_BUSY
-	wlock writeLock     // orders the transactions waiting for w
-	r     *sql.DB       // readers
-	ck    *checkpointer // copies committed WAL frames into the database file in the background
-	path  string
-	opts  Options
+	w       *sql.DB       // single connection: SQLite has one writer; serializing in Go avoids SQLITE_BUSY
+	commits *committer    // runs the transactions on w, several per commit
+	wst     *stmtCache    // statements prepared on w
+	r       *readPool     // readers, with their prepared statements
+	ck      *checkpointer // copies committed WAL frames into the database file in the background
+	path    string
+	opts    Options
 
 	mu     sync.Mutex
 	notify chan struct{} // closed and replaced when a job is enqueued
@@ -114,7 +115,8 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		r.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	db := &DB{w: w, r: r, ck: ck, path: path, opts: opts, notify: make(chan struct{})}
+	db := &DB{w: w, wst: newStmtCache(w), r: &readPool{DB: r, st: newStmtCache(r)}, ck: ck, path: path, opts: opts, notify: make(chan struct{}), commits: newCommitter()}
+	go db.commits.run(db)
 	if err := db.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -127,6 +129,9 @@ var DefaultBackoff = core.DefaultBackoff
 
 // Close closes the database.
 func (db *DB) Close() error {
+	db.commits.close()
+	db.wst.close()
+	db.r.st.close()
 	return errors.Join(db.ck.stop(), db.r.Close(), db.w.Close())
 }
 
@@ -192,7 +197,7 @@ func (db *DB) migrate(ctx context.Context) error {
 		if m.version <= cur {
 			continue
 		}
-		err := db.tx(ctx, func(tx *sql.Tx) error {
+		err := db.tx(ctx, func(tx *txn) error {
 			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 				return err
 			}
@@ -215,32 +220,19 @@ func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
 	return v, err
 }
 
-// tx runs fn in a write transaction (BEGIN IMMEDIATE) and commits when fn
-// returns nil. After a commit that enqueued jobs, waiting consumers are woken.
-func (db *DB) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return db.writeTx(ctx, false, fn)
+// tx runs fn in a write transaction (BEGIN IMMEDIATE) and returns once it
+// committed, or was rolled back when fn returned an error; transactions
+// that wait together share a commit (see committer). fn may run only
+// statements on tx: it must not wait for another write. After a commit
+// that enqueued jobs, the caller wakes waiting consumers.
+func (db *DB) tx(ctx context.Context, fn func(tx *txn) error) error {
+	return db.commits.do(ctx, false, fn)
 }
 
 // writeTx is tx; an urgent transaction goes before the others waiting for
-// the write connection (see writeLock).
-func (db *DB) writeTx(ctx context.Context, urgent bool, fn func(tx *sql.Tx) error) error {
-	if err := db.wlock.lock(ctx, urgent); err != nil {
-		return err
-	}
-	defer db.wlock.unlock()
-	tx, err := db.w.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	db.ck.committed()
-	return nil
+// the write connection (see committer).
+func (db *DB) writeTx(ctx context.Context, urgent bool, fn func(tx *txn) error) error {
+	return db.commits.do(ctx, urgent, fn)
 }
 
 // wake tells waiting Dequeue calls that a job may be due.
@@ -262,7 +254,7 @@ func (db *DB) wakeCh() <-chan struct{} {
 // store's state changes and by Enqueue). A non-empty key is coalesced into a
 // waiting, undelivered job with the same key. The caller must call db.wake()
 // after the commit.
-func (db *DB) enqueueTx(ctx context.Context, tx *sql.Tx, j core.Job) error {
+func (db *DB) enqueueTx(ctx context.Context, tx *txn, j core.Job) error {
 	now := db.opts.Clock.Now()
 	runAt := j.RunAt
 	if runAt.IsZero() {

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -18,7 +17,7 @@ func (db *DB) AppendInbox(ctx context.Context, msgs []core.InboxMessage) (int, e
 	}
 	added := 0
 	// Urgent: deliveries wait for this commit before they are acknowledged.
-	err := db.writeTx(ctx, true, func(tx *sql.Tx) error {
+	err := db.writeTx(ctx, true, func(tx *txn) error {
 		added = 0
 		stmt, err := tx.PrepareContext(ctx, `INSERT INTO inbox(platform, dedupe_key, payload, received_at)
 			VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`)
@@ -48,7 +47,7 @@ func (db *DB) AppendInbox(ctx context.Context, msgs []core.InboxMessage) (int, e
 // ClaimInbox implements core.Inbox.
 func (db *DB) ClaimInbox(ctx context.Context, platform, owner string, now, until time.Time, limit int) ([]core.InboxMessage, error) {
 	var msgs []core.InboxMessage
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		rows, err := tx.QueryContext(ctx, `UPDATE inbox SET claimed_by = ?, claim_until = ?, attempts = attempts + 1
 			WHERE seq IN (SELECT seq FROM inbox WHERE platform = ? AND processed_at IS NULL AND claim_until <= ?
 				ORDER BY received_at, seq LIMIT ?)
@@ -110,7 +109,7 @@ func (db *DB) SettleInbox(ctx context.Context, platform, key, reason string, at 
 // rows it changed.
 func (db *DB) execCount(ctx context.Context, query string, args ...any) (int, error) {
 	var n int64
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, query, args...)
 		if err != nil {
 			return err
@@ -126,7 +125,7 @@ func (db *DB) execCount(ctx context.Context, query string, args ...any) (int, er
 // nobody processed yet is marked processed, an unknown one is inserted
 // processed. It returns a *core.DuplicateError when the message was
 // processed already.
-func markInboxTx(ctx context.Context, tx *sql.Tx, platform, key, runID string, at time.Time) error {
+func markInboxTx(ctx context.Context, tx *txn, platform, key, runID string, at time.Time) error {
 	res, err := tx.ExecContext(ctx, `INSERT INTO inbox(platform, dedupe_key, received_at, run_id, processed_at)
 		VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (platform, dedupe_key) DO UPDATE SET run_id = excluded.run_id,

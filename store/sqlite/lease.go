@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -15,7 +14,7 @@ var _ lease.Store = (*DB)(nil)
 func (db *DB) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
 	now := db.opts.Clock.Now()
 	var got string
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO leases(name, holder, until) VALUES (?, ?, ?)
 			ON CONFLICT(name) DO UPDATE SET holder = excluded.holder, until = excluded.until
 			WHERE leases.holder = excluded.holder OR leases.until <= ?`,
@@ -32,7 +31,7 @@ func (db *DB) AcquireLease(ctx context.Context, name, holder string, ttl time.Du
 
 // ReleaseLease implements lease.Store.
 func (db *DB) ReleaseLease(ctx context.Context, name, holder string) error {
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE name = ? AND holder = ?`, name, holder)
 		return err
 	})

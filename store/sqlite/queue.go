@@ -49,7 +49,7 @@ func (db *DB) maxAttempts(n int) int {
 // Enqueue adds a job; see core.Queue. A non-empty j.ID is kept (it must be
 // unique); otherwise one is generated.
 func (db *DB) Enqueue(ctx context.Context, j core.Job) error {
-	if err := db.tx(ctx, func(tx *sql.Tx) error { return db.enqueueTx(ctx, tx, j) }); err != nil {
+	if err := db.tx(ctx, func(tx *txn) error { return db.enqueueTx(ctx, tx, j) }); err != nil {
 		return err
 	}
 	db.wake()
@@ -81,7 +81,7 @@ func (db *DB) TryDequeue(ctx context.Context, consumer string, lease time.Durati
 		j  core.Job
 		ok bool
 	)
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		now := db.opts.Clock.Now()
 		for {
 			var err error
@@ -134,7 +134,7 @@ func (db *DB) Extend(ctx context.Context, j core.Job, lease time.Duration) error
 		return fmt.Errorf("extend job %s: %w", j.ID, core.ErrLeaseLost)
 	}
 	var n int64
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE jobs SET visible_at = ?
 			WHERE id = ? AND lease = ? AND dead_at IS NULL`,
 			db.opts.Clock.Now().Add(lease).UnixNano(), j.ID, j.Lease)
@@ -159,7 +159,7 @@ func (db *DB) Ack(ctx context.Context, j core.Job) error {
 		return fmt.Errorf("ack job %s: %w", j.ID, core.ErrLeaseLost)
 	}
 	var n int64
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id = ? AND lease = ? AND dead_at IS NULL`, j.ID, j.Lease)
 		if err != nil {
 			return err
@@ -176,6 +176,16 @@ func (db *DB) Ack(ctx context.Context, j core.Job) error {
 	return nil
 }
 
+// ackTx acks j inside tx when it still holds its lease (core.Finish.Ack);
+// nil or a lost lease does nothing.
+func ackTx(ctx context.Context, tx *txn, j *core.Job) error {
+	if j == nil || j.Lease == "" {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id = ? AND lease = ? AND dead_at IS NULL`, j.ID, j.Lease)
+	return err
+}
+
 // Fail records reason and schedules a retry after retryAfter (<= 0: after
 // Options.Backoff(attempt)), or dead-letters the job when it has used its
 // last attempt; see core.Queue.
@@ -184,7 +194,7 @@ func (db *DB) Fail(ctx context.Context, j core.Job, reason string, retryAfter ti
 		return false, fmt.Errorf("fail job %s: %w", j.ID, core.ErrLeaseLost)
 	}
 	var dead bool
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		var attempt, maxAttempts int
 		err := tx.QueryRowContext(ctx, `SELECT attempt, max_attempts FROM jobs
 			WHERE id = ? AND lease = ? AND dead_at IS NULL`, j.ID, j.Lease).Scan(&attempt, &maxAttempts)
@@ -223,7 +233,7 @@ func (db *DB) Recover(ctx context.Context, consumer string) (int, error) {
 		return 0, errors.New("recover: consumer must not be empty")
 	}
 	var n int64
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE jobs SET consumer = '', lease = '', visible_at = MIN(visible_at, ?)
 			WHERE consumer = ? AND dead_at IS NULL`, db.opts.Clock.Now().UnixNano(), consumer)
 		if err != nil {
@@ -279,7 +289,7 @@ func (db *DB) Depth(ctx context.Context) (int64, error) {
 // Keep implements relay.Keeper: a job forwarded to another queue stays here,
 // hidden until until, its lease released and its delivery not counted.
 func (db *DB) Keep(ctx context.Context, j core.Job, until time.Time) error {
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		_, err := tx.ExecContext(ctx, `UPDATE jobs SET consumer = '', lease = '', attempt = MAX(attempt - 1, 0),
 			visible_at = ? WHERE id = ? AND lease = ? AND dead_at IS NULL`, until.UnixNano(), j.ID, j.Lease)
 		return err
@@ -292,7 +302,7 @@ func (db *DB) Keep(ctx context.Context, j core.Job, until time.Time) error {
 
 // Done implements relay.Keeper: the forwarded copy of job id was handled.
 func (db *DB) Done(ctx context.Context, id string) error {
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id = ? AND dead_at IS NULL`, id)
 		return err
 	})

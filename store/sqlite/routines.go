@@ -85,7 +85,7 @@ func (db *DB) SyncRoutines(ctx context.Context, defs []core.RoutineDef, at time.
 	if at.IsZero() {
 		at = db.opts.Clock.Now()
 	}
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		keep := make([]any, 0, len(defs))
 		for _, d := range defs {
 			if err := syncRoutineTx(ctx, tx, d, at); err != nil {
@@ -106,7 +106,7 @@ func (db *DB) SyncRoutines(ctx context.Context, defs []core.RoutineDef, at time.
 	return nil
 }
 
-func syncRoutineTx(ctx context.Context, tx *sql.Tx, d core.RoutineDef, at time.Time) error {
+func syncRoutineTx(ctx context.Context, tx *txn, d core.RoutineDef, at time.Time) error {
 	if d.ID == "" || d.AgentID == "" {
 		return errors.New("id and agent id are required")
 	}
@@ -192,7 +192,7 @@ func (db *DB) CreateRoutine(ctx context.Context, d core.RoutineDef, at time.Time
 		at = db.opts.Clock.Now()
 	}
 	var out core.Routine
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		if _, err := getRoutine(ctx, tx, d.ID); err == nil {
 			return core.ErrRoutineExists
 		} else if !errors.Is(err, core.ErrNotFound) {
@@ -224,7 +224,7 @@ func (db *DB) UpdateRoutine(ctx context.Context, id string, p core.RoutinePatch)
 		p.At = db.opts.Clock.Now()
 	}
 	var out core.Routine
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		cur, err := getRoutine(ctx, tx, id)
 		if err != nil {
 			return err
@@ -281,7 +281,7 @@ func patched(cur core.Routine, p core.RoutinePatch) resynced {
 
 // DeleteRoutine implements core.RoutineStore.
 func (db *DB) DeleteRoutine(ctx context.Context, id string) error {
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM routines WHERE id = ?`, id)
 		if err != nil {
 			return err
@@ -364,7 +364,7 @@ func (db *DB) SetRoutineEnabled(ctx context.Context, id string, t core.RoutineTo
 		t.At = db.opts.Clock.Now()
 	}
 	var out core.Routine
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		r, err := getRoutine(ctx, tx, id)
 		if err != nil {
 			return err
@@ -408,7 +408,7 @@ func (db *DB) FireRoutine(ctx context.Context, f core.RoutineFire) ([]core.Run, 
 		f.Runs[i].Run = nr
 	}
 	var out []core.Run
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		if _, err := getRoutine(ctx, tx, f.RoutineID); err != nil {
 			return err
 		}
@@ -464,7 +464,7 @@ func (db *DB) FireRoutine(ctx context.Context, f core.RoutineFire) ([]core.Run, 
 	return out, nil
 }
 
-func insertEntryTx(ctx context.Context, tx *sql.Tx, routineID string, kind core.FireKind, due, fired time.Time, runID, note string) error {
+func insertEntryTx(ctx context.Context, tx *txn, routineID string, kind core.FireKind, due, fired time.Time, runID, note string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO routine_history(routine_id, kind, due_at, fired_at, run_id, note)
 		VALUES (?, ?, ?, ?, ?, ?)`, routineID, string(kind), timeOrNull(due), fired.UnixNano(), runID, note)
 	if err != nil {
@@ -504,7 +504,7 @@ func (db *DB) SettleRoutineRun(ctx context.Context, s core.RoutineSettle) (core.
 		s.At = db.opts.Clock.Now()
 	}
 	var out core.RoutineEntry
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		var routineID, outcome string
 		err := tx.QueryRowContext(ctx, `SELECT routine_id, outcome FROM routine_history WHERE run_id = ?`, s.RunID).
 			Scan(&routineID, &outcome)
@@ -530,7 +530,7 @@ func (db *DB) SettleRoutineRun(ctx context.Context, s core.RoutineSettle) (core.
 
 // settleTx records run s.RunID's outcome and applies it to the failure
 // budget of its routine (when the routine exists and is enabled).
-func settleTx(ctx context.Context, tx *sql.Tx, routineID string, s core.RoutineSettle) error {
+func settleTx(ctx context.Context, tx *txn, routineID string, s core.RoutineSettle) error {
 	if _, err := tx.ExecContext(ctx, `UPDATE routine_history SET outcome = ? WHERE run_id = ?`, string(s.Status), s.RunID); err != nil {
 		return err
 	}
@@ -563,7 +563,7 @@ func settleTx(ctx context.Context, tx *sql.Tx, routineID string, s core.RoutineS
 
 // SetRoutineDelivery implements core.RoutineStore.
 func (db *DB) SetRoutineDelivery(ctx context.Context, runID, delivery string) error {
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE routine_history SET delivery = ? WHERE run_id = ?`, delivery, runID)
 		if err != nil {
 			return err

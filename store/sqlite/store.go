@@ -30,7 +30,7 @@ const (
 	activeStatuses = `('queued', 'running', 'paused')`
 )
 
-// querier is what *sql.DB and *sql.Tx have in common for reads.
+// querier is what *sql.DB and *txn have in common for reads.
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -142,7 +142,7 @@ func jsonOrNull(b []byte) ([]byte, error) {
 
 // appendTx appends evs to the journal of runID after lastSeq and moves the
 // run's last_seq. Events without a time get at. It returns the stored events.
-func appendTx(ctx context.Context, tx *sql.Tx, runID string, lastSeq int64, evs []core.Event, at time.Time) ([]core.Event, error) {
+func appendTx(ctx context.Context, tx *txn, runID string, lastSeq int64, evs []core.Event, at time.Time) ([]core.Event, error) {
 	if len(evs) == 0 {
 		return nil, nil
 	}
@@ -177,7 +177,7 @@ func appendTx(ctx context.Context, tx *sql.Tx, runID string, lastSeq int64, evs 
 // enqueueNextTx is called after run id of the session became terminal: when
 // it was the session's head, the new head (the oldest run that is not
 // terminal) gets its turn and, if queued, its job.
-func (db *DB) enqueueNextTx(ctx context.Context, tx *sql.Tx, sessionID, id string) error {
+func (db *DB) enqueueNextTx(ctx context.Context, tx *txn, sessionID, id string) error {
 	var next, status string
 	var after bool
 	err := tx.QueryRowContext(ctx, `SELECT id, status, rowid > (SELECT rowid FROM runs WHERE id = ?) FROM runs
@@ -196,7 +196,7 @@ func (db *DB) enqueueNextTx(ctx context.Context, tx *sql.Tx, sessionID, id strin
 
 // cancelPendingTx cancels the pending approvals of run r, journaling each as
 // approval_decided, and returns the run's new last seq.
-func (db *DB) cancelPendingTx(ctx context.Context, tx *sql.Tx, r runRow, by, reason string, at time.Time) (int64, error) {
+func (db *DB) cancelPendingTx(ctx context.Context, tx *txn, r runRow, by, reason string, at time.Time) (int64, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT id, tool_call_id FROM approvals WHERE run_id = ? AND status = 'pending' ORDER BY rowid`, r.ID)
 	if err != nil {
 		return 0, fmt.Errorf("list pending approvals: %w", err)
@@ -301,7 +301,7 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 		return core.Run{}, err
 	}
 	var out core.Run
-	err = db.tx(ctx, func(tx *sql.Tx) error {
+	err = db.tx(ctx, func(tx *txn) error {
 		out, err = db.createRunTx(ctx, tx, nr)
 		return err
 	})
@@ -316,7 +316,7 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 // inbox entry of nr.DedupeKey (a *core.DuplicateError when it is taken), the
 // session if new, the run, its first events and its JobRun job. The caller
 // must call db.wake() after the commit.
-func (db *DB) createRunTx(ctx context.Context, tx *sql.Tx, nr core.NewRun) (core.Run, error) {
+func (db *DB) createRunTx(ctx context.Context, tx *txn, nr core.NewRun) (core.Run, error) {
 	r, s := nr.Run, nr.Session
 	if nr.DedupeKey != "" {
 		if err := markInboxTx(ctx, tx, nr.Platform, nr.DedupeKey, r.ID, r.CreatedAt); err != nil {
@@ -449,7 +449,7 @@ func (db *DB) ClaimRun(ctx context.Context, id, owner string, now, until time.Ti
 		return core.Run{}, fmt.Errorf("claim run %s: owner is required", id)
 	}
 	var out core.Run
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE runs SET claimed_by = ?, claim_until = ?, status = 'running',
 			started_at = COALESCE(started_at, ?)
 			WHERE id = ? AND status IN ('queued', 'running') AND (claimed_by = '' OR claimed_by = ? OR claim_until <= ?)`,
@@ -491,7 +491,7 @@ func (db *DB) ClaimRun(ctx context.Context, id, owner string, now, until time.Ti
 
 // ExtendClaim implements core.Store.
 func (db *DB) ExtendClaim(ctx context.Context, id, owner string, until time.Time) error {
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE runs SET claim_until = ?
 			WHERE id = ? AND claimed_by = ? AND claimed_by <> '' AND status = 'running'`, until.UnixNano(), id, owner)
 		if err != nil {
@@ -514,7 +514,7 @@ func (db *DB) ExtendClaim(ctx context.Context, id, owner string, until time.Time
 // AppendEvents implements core.Store.
 func (db *DB) AppendEvents(ctx context.Context, id, owner string, events []core.Event) ([]core.Event, error) {
 	var out []core.Event
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		r, err := getRun(ctx, tx, id)
 		if err != nil {
 			return err
@@ -556,7 +556,7 @@ func (db *DB) PauseRun(ctx context.Context, id, owner string, a core.Approval, e
 		a.CreatedAt = db.opts.Clock.Now()
 	}
 	var out core.Run
-	err = db.tx(ctx, func(tx *sql.Tx) error {
+	err = db.tx(ctx, func(tx *txn) error {
 		r, err := getRun(ctx, tx, id)
 		if err != nil {
 			return err
@@ -604,7 +604,7 @@ func (db *DB) FinishRun(ctx context.Context, id, owner string, f core.Finish) (c
 		f.At = db.opts.Clock.Now()
 	}
 	var out core.Run
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		r, err := getRun(ctx, tx, id)
 		if err != nil {
 			return err
@@ -636,6 +636,9 @@ func (db *DB) FinishRun(ctx context.Context, id, owner string, f core.Finish) (c
 		if err := db.enqueueNextTx(ctx, tx, r.SessionID, id); err != nil {
 			return err
 		}
+		if err := ackTx(ctx, tx, f.Ack); err != nil {
+			return err
+		}
 		r, err = getRun(ctx, tx, id)
 		out = r.Run
 		return err
@@ -654,7 +657,7 @@ func (db *DB) CancelRun(ctx context.Context, id string, c core.Cancel) (core.Run
 		c.At = db.opts.Clock.Now()
 	}
 	var out core.Run
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		r, err := getRun(ctx, tx, id)
 		if err != nil {
 			return err
@@ -813,7 +816,7 @@ func (db *DB) DecideApproval(ctx context.Context, id string, d core.Decision) (c
 	}
 	var out core.Approval
 	enqueued := false
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		a, err := getApproval(ctx, tx, id)
 		if err != nil {
 			return err
@@ -915,7 +918,7 @@ func (db *DB) DueApprovals(ctx context.Context, now time.Time, limit int) ([]cor
 // RequeueActive implements core.Store.
 func (db *DB) RequeueActive(ctx context.Context) (int, error) {
 	var n int
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		rows, err := tx.QueryContext(ctx, `SELECT id FROM runs WHERE status IN ('queued', 'running') ORDER BY rowid`)
 		if err != nil {
 			return err
@@ -998,7 +1001,7 @@ func countBy(ctx context.Context, q querier, query string, add func(string, int6
 func (db *DB) ClaimSend(ctx context.Context, key string, at time.Time) (bool, string, error) {
 	var claimed bool
 	var state string
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		err := tx.QueryRowContext(ctx, `SELECT state FROM outbox WHERE key = ?`, key).Scan(&state)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
@@ -1033,13 +1036,19 @@ func (db *DB) SendRef(ctx context.Context, key string) (state, ref string, err e
 
 // SetSendState implements core.Outbox.
 func (db *DB) SetSendState(ctx context.Context, key, state, ref string, at time.Time) error {
-	res, err := db.w.ExecContext(ctx, `UPDATE outbox SET state = ?, ref = ?, updated_at = ? WHERE key = ?`,
-		state, ref, at.UnixNano(), key)
+	err := db.tx(ctx, func(tx *txn) error {
+		res, err := tx.ExecContext(ctx, `UPDATE outbox SET state = ?, ref = ?, updated_at = ? WHERE key = ?`,
+			state, ref, at.UnixNano(), key)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 0 {
+			return core.ErrNotFound
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("set send state %s: %w", key, err)
-	}
-	if n, err := res.RowsAffected(); err == nil && n == 0 {
-		return fmt.Errorf("set send state %s: %w", key, core.ErrNotFound)
 	}
 	return nil
 }

@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Harness) {
 		{"AppendEvents", testAppendEvents},
 		{"PauseRun", testPauseRun},
 		{"FinishRun", testFinishRun},
+		{"FinishRunAcksItsJob", testFinishRunAcksItsJob},
 		{"DecideApproval", testDecideApproval},
 		{"DecideApprovalConcurrent", testDecideApprovalConcurrent},
 		{"DecideApprovalArgsMismatch", testDecideApprovalArgsMismatch},
@@ -1440,4 +1441,46 @@ func testApprovalJobs(t *testing.T, h Harness) {
 		t.Fatalf("FinishRun: %v", err)
 	}
 	wantApprovalJobs(t, h, a3.ID+":cancelled")
+}
+
+// A store that is also the queue acks the finished step's job in the
+// finishing transaction; a job whose lease was lost meanwhile stays.
+func testFinishRunAcksItsJob(t *testing.T, h Harness) {
+	if any(h.Store) != any(h.Queue) {
+		t.Skip("the queue is not the store: the engine acks separately")
+	}
+	ctx := t.Context()
+	finish := func(id string, ack *core.Job) {
+		t.Helper()
+		claim(t, h, id, "w1", t0)
+		if _, err := h.Store.FinishRun(ctx, id, "w1", core.Finish{Status: core.RunCompleted, At: at(time.Minute),
+			Events: []core.Event{statusEvent(core.RunCompleted)}, Ack: ack}); err != nil {
+			t.Fatalf("FinishRun with its job: %v", err)
+		}
+	}
+	r := createIn(t, h, t0)
+	j, ok, err := h.Queue.TryDequeue(ctx, "storetest", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("TryDequeue: %v, %t", err, ok)
+	}
+	finish(r.ID, &j)
+	wantErr(t, "Ack of a job the finish acked", h.Queue.Ack(ctx, j), core.ErrLeaseLost)
+	if d, err := h.Queue.Depth(ctx); err != nil || d != 0 {
+		t.Errorf("depth after a finish that acked its job = %d, %v; want 0", d, err)
+	}
+
+	other := createIn(t, h, t0)
+	j, ok, err = h.Queue.TryDequeue(ctx, "storetest", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("TryDequeue: %v, %t", err, ok)
+	}
+	stale := j
+	stale.Lease = "a-lease-since-lost"
+	finish(other.ID, &stale)
+	if d, err := h.Queue.Depth(ctx); err != nil || d != 1 {
+		t.Errorf("depth after a finish with a lost lease = %d, %v; want 1 (the job stays with its holder)", d, err)
+	}
+	if err := h.Queue.Ack(ctx, j); err != nil {
+		t.Errorf("the holder's Ack after the finish: %v", err)
+	}
 }

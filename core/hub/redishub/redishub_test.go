@@ -1,19 +1,20 @@
 package redishub_test
 
 import (
-	"context"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/hub/hubtest"
 	"github.com/agentgate/agentgate/core/hub/redishub"
 )
 
-func TestChangesReachTheOtherReplica(t *testing.T) {
+func TestBridge(t *testing.T) {
 	url := os.Getenv("AGENTGATE_TEST_REDIS_URL")
 	if url == "" {
 		t.Skip("AGENTGATE_TEST_REDIS_URL is unset (e.g. redis://127.0.0.1:6379/0); skipping the Redis hub test")
@@ -22,38 +23,56 @@ func TestChangesReachTheOtherReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	admin := redis.NewClient(opt)
+	t.Cleanup(func() { admin.Close() })
 	log := slog.New(slog.DiscardHandler)
-	prefix := core.NewID("test")
-	a, b := &core.Hub{}, &core.Hub{}
-	ca, cb := redis.NewClient(opt), redis.NewClient(opt)
-	defer ca.Close()
-	defer cb.Close()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan struct{}, 2)
-	for _, br := range []func(context.Context) error{redishub.Bridge(ca, prefix, a, log), redishub.Bridge(cb, prefix, b, log)} {
-		go func() { _ = br(ctx); done <- struct{}{} }()
-	}
-	defer func() { // the bridges stop when their context ends
-		cancel()
-		<-done
-		<-done
-	}()
-
-	updates, unsub := b.Subscribe("run_1")
-	defer unsub()
-	// The subscription is asynchronous: announce until b hears it.
-	deadline := time.After(10 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for heard := false; !heard; {
-		a.Changed("run_1")
-		select {
-		case u := <-updates:
-			heard = u.RunID == "run_1" && u.Changed
-		case <-tick.C:
-		case <-deadline:
-			t.Fatal("replica b never heard about run_1")
+	hubtest.Run(t, func(t *testing.T) hubtest.Join {
+		prefix := core.NewID("test")
+		return func(t *testing.T, hub *core.Hub) hubtest.Bridge {
+			// Each replica has a client of its own whose connections carry
+			// its name, so Cut finds them and no one else's.
+			o := *opt
+			o.ClientName = core.NewID("redishub")
+			c := redis.NewClient(&o)
+			t.Cleanup(func() { c.Close() })
+			return hubtest.Bridge{
+				Run: redishub.Bridge(c, prefix, hub, log),
+				Cut: func() int { return kill(t, admin, o.ClientName) },
+			}
 		}
+	})
+}
+
+// kill closes every connection named name on the server and returns how many
+// it closed.
+func kill(t *testing.T, admin *redis.Client, name string) int {
+	t.Helper()
+	list, err := admin.ClientList(t.Context()).Result()
+	if err != nil {
+		t.Fatalf("CLIENT LIST: %v", err)
 	}
+	var n int
+	for line := range strings.Lines(list) {
+		var id, named string
+		for f := range strings.FieldsSeq(line) {
+			if v, ok := strings.CutPrefix(f, "id="); ok {
+				id = v
+			}
+			if v, ok := strings.CutPrefix(f, "name="); ok {
+				named = v
+			}
+		}
+		if named != name {
+			continue
+		}
+		if _, err := strconv.ParseUint(id, 10, 64); err != nil {
+			t.Fatalf("CLIENT LIST: connection %q has no id", line)
+		}
+		killed, err := admin.ClientKillByFilter(t.Context(), "ID", id).Result()
+		if err != nil {
+			t.Fatalf("CLIENT KILL ID %s: %v", id, err)
+		}
+		n += int(killed)
+	}
+	return n
 }

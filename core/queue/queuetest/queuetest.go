@@ -1,6 +1,9 @@
 // Package queuetest is the conformance suite every core.Queue implementation
-// runs (the embedded SQLite queue, Redis Streams). It uses only the
+// runs (store/sqlite, store/postgres, Redis Streams). It uses only the
 // core.Queue interface and a FakeClock that the tests advance explicitly.
+// Run covers one handle on the queue's storage; RunPeers covers several
+// handles on shared storage, as separate processes hold them, for the
+// backends that support that.
 //
 // The queue under test must be configured with:
 //   - the FakeClock passed to the harness as its clock, for due times,
@@ -100,6 +103,11 @@ func Run(t *testing.T, newQueue NewQueue) {
 		fn   func(t *testing.T, h *harness)
 	}{
 		{"DeliversAllFields", testDeliversAllFields},
+		{"NilPayloadIsNull", testNilPayloadIsNull},
+		{"PayloadBytesKept", testPayloadBytesKept},
+		{"RejectsBadArguments", testRejectsBadArguments},
+		{"ForgedLease", testForgedLease},
+		{"HeldIDRefused", testHeldIDRefused},
 		{"EmptyQueue", testEmptyQueue},
 		{"FIFO", testFIFO},
 		{"DueOrder", testDueOrder},
@@ -114,17 +122,20 @@ func Run(t *testing.T, newQueue NewQueue) {
 		{"FailReleasesLease", testFailReleasesLease},
 		{"DeadLetterAfterFails", testDeadLetterAfterFails},
 		{"DeadLetterAfterLeaseExpiries", testDeadLetterAfterLeaseExpiries},
+		{"ExpiredLeaseDeadLetterKeepsLastError", testExpiredLeaseDeadLetterKeepsLastError},
 		{"PerJobMaxAttempts", testPerJobMaxAttempts},
 		{"DeadLettersOrderAndLimit", testDeadLettersOrderAndLimit},
 		{"KeyCoalescesWaiting", testKeyCoalescesWaiting},
 		{"KeyCoalesceMovesEarlier", testKeyCoalesceMovesEarlier},
 		{"KeyNotCoalescedWhileDelivered", testKeyNotCoalescedWhileDelivered},
+		{"FailWhileSameKeyWaits", testFailWhileSameKeyWaits},
+		{"KeyCoalescesConcurrentEnqueues", func(t *testing.T, h *harness) { keyCoalescesConcurrently(h, h.q) }},
 		{"Recover", testRecover},
 		{"DequeueWakesOnEnqueue", testDequeueWakesOnEnqueue},
 		{"DequeueWaitsForDelayed", testDequeueWaitsForDelayed},
 		{"DequeueWaitsForExpiredLease", testDequeueWaitsForExpiredLease},
 		{"DequeueCancel", testDequeueCancel},
-		{"ConcurrentConsumers", testConcurrentConsumers},
+		{"ConcurrentConsumers", func(t *testing.T, h *harness) { concurrentConsumers(h, h.q) }},
 		{"SurvivesReopen", testSurvivesReopen},
 	}
 	for _, tt := range tests {
@@ -135,6 +146,97 @@ func Run(t *testing.T, newQueue NewQueue) {
 			tt.fn(t, &harness{t: t, q: q, reopen: reopen, clock: clock})
 		})
 	}
+}
+
+// NewPeers prepares empty storage for one subtest and returns open, which
+// opens one more handle on it, as another process would: all handles share
+// the jobs. Handles are configured as Run requires, except that their poll
+// interval is longer than any test (an hour), so a waiting Dequeue is woken
+// only by what the backend tells the other processes. listening, when not
+// nil, is closed once the handle's Dequeue hears the other handles' jobs
+// (store/postgres LISTENs from the first Dequeue on). open registers the
+// handle's cleanup with t.
+type NewPeers func(t *testing.T, clock *FakeClock) (open func() (q core.Queue, listening <-chan struct{}))
+
+// RunPeers runs the suite of handles that share storage against the queues
+// newPeers opens, for the backends that processes share (store/sqlite has
+// one owner process and is not one of them). Each subtest gets fresh storage
+// and a fresh clock and runs in parallel with the others.
+func RunPeers(t *testing.T, newPeers NewPeers) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, p *peers)
+	}{
+		{"KeyCoalescesAcrossPeers", testKeyCoalescesAcrossPeers},
+		{"DequeueWokenByPeer", testDequeueWokenByPeer},
+		{"ConcurrentConsumersAcrossPeers", testConcurrentConsumersAcrossPeers},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clock := NewFakeClock(Start)
+			tt.fn(t, &peers{t: t, clock: clock, newPeers: newPeers, open: newPeers(t, clock)})
+		})
+	}
+}
+
+// peers is one RunPeers subtest's storage and clock.
+type peers struct {
+	t        *testing.T
+	clock    *FakeClock
+	newPeers NewPeers
+	open     func() (core.Queue, <-chan struct{})
+}
+
+// handle opens one more handle on the subtest's storage.
+func (p *peers) handle() (h *harness, listening <-chan struct{}) {
+	q, listening := p.open()
+	return &harness{t: p.t, q: q, clock: p.clock}, listening
+}
+
+func testKeyCoalescesAcrossPeers(t *testing.T, p *peers) {
+	a, _ := p.handle()
+	b, _ := p.handle()
+	keyCoalescesConcurrently(a, a.q, b.q)
+}
+
+func testConcurrentConsumersAcrossPeers(t *testing.T, p *peers) {
+	producer, _ := p.handle()
+	a, _ := p.handle()
+	b, _ := p.handle()
+	concurrentConsumers(producer, a.q, b.q)
+}
+
+func testDequeueWokenByPeer(t *testing.T, p *peers) {
+	producer, _ := p.handle()
+	consumer, listening := p.handle()
+	// A queue on other storage of the same server (another schema, another
+	// prefix): what it holds is not delivered here.
+	q, _ := p.newPeers(t, p.clock)()
+	stranger := &harness{t: t, q: q, clock: p.clock}
+	for round := range 3 {
+		ch := consumer.dequeueBlocked(t.Context(), "c1")
+		if listening != nil {
+			select {
+			case <-listening:
+			case <-time.After(waitLimit):
+				t.Fatalf("round %d: the waiting handle did not start listening within %s", round, waitLimit)
+			}
+		}
+		stranger.enqueue(core.Job{Kind: "elsewhere", Payload: payload(-1)})
+		producer.enqueue(core.Job{Kind: "test", Payload: payload(round)})
+		select {
+		case d := <-ch:
+			if d.err != nil || string(d.job.Payload) != string(payload(round)) {
+				t.Fatalf("round %d: Dequeue = %s, %v; want %s", round, d.job.Payload, d.err, payload(round))
+			}
+			consumer.ack(d.job)
+		case <-time.After(waitLimit):
+			t.Fatalf("round %d: Dequeue not woken within %s by a job another handle enqueued", round, waitLimit)
+		}
+	}
+	stranger.depth(3)
+	producer.depth(0)
 }
 
 // harness bundles one subtest's queue and clock with assertion helpers.
@@ -274,6 +376,120 @@ func testDeliversAllFields(t *testing.T, h *harness) {
 	h.enqueue(core.Job{Kind: "plain", Payload: payload(1)})
 	if j := h.next("c1", lease); j.MaxAttempts != 5 || j.Key != "" {
 		t.Errorf("default job: MaxAttempts, Key = %d, %q; want 5, empty", j.MaxAttempts, j.Key)
+	}
+}
+
+func testNilPayloadIsNull(t *testing.T, h *harness) {
+	h.enqueue(core.Job{Kind: "test"})
+	if j := h.next("c1", lease); string(j.Payload) != "null" {
+		t.Errorf("nil payload delivered as %s, want null", j.Payload)
+	}
+}
+
+func testPayloadBytesKept(t *testing.T, h *harness) {
+	// Characters JSON encoders escape differently, a number a float would
+	// round, and nested JSON: the payload comes back byte for byte on every
+	// delivery, after a Fail and in the dead letter.
+	p := json.RawMessage(`{"s":"a/b <&> \"q\" \\ é ☃ \u0001","n":12345678901234567890,"f":0.1,"a":[],"o":{}}`)
+	h.enqueue(core.Job{Kind: "test", Payload: p, MaxAttempts: 2})
+	j := h.nextPayload("c1", p)
+	if h.fail(j, "boom", time.Second) {
+		t.Fatal("Fail on attempt 1 of 2 dead-lettered the job")
+	}
+	h.clock.Advance(time.Second)
+	j = h.nextPayload("c1", p)
+	if !h.fail(j, "boom", 0) {
+		t.Fatal("Fail on attempt 2 of 2 did not dead-letter the job")
+	}
+	if dl := h.deadLetters(0); len(dl) != 1 || string(dl[0].Payload) != string(p) {
+		t.Fatalf("DeadLetters = %+v, want one with payload %s", dl, p)
+	}
+}
+
+func testRejectsBadArguments(t *testing.T, h *harness) {
+	ctx := t.Context()
+	h.enqueueN(1)
+	// A refused dequeue leases nothing, blocking or not.
+	for _, bad := range []struct {
+		what     string
+		consumer string
+		lease    time.Duration
+	}{
+		{"empty consumer", "", time.Minute},
+		{"zero lease", "c1", 0},
+		{"negative lease", "c1", -time.Second},
+	} {
+		if j, ok, err := h.q.TryDequeue(ctx, bad.consumer, bad.lease); err == nil || ok {
+			t.Errorf("TryDequeue with %s = %s, %v, %v; want an error and no job", bad.what, j.Payload, ok, err)
+		}
+		if d := h.wait(h.dequeueAsyncFor(ctx, bad.consumer, bad.lease)); d.err == nil {
+			t.Errorf("Dequeue with %s = %s; want an error", bad.what, d.job.Payload)
+		}
+	}
+	j := h.nextPayload("c1", payload(1))
+	if j.Attempt != 1 {
+		t.Errorf("Attempt after refused dequeues = %d, want 1 (they delivered nothing)", j.Attempt)
+	}
+	if _, err := h.q.Recover(ctx, ""); err == nil {
+		t.Error("Recover with empty consumer: want error")
+	}
+	h.none() // the refused Recover released nothing
+	for _, d := range []time.Duration{0, -time.Second} {
+		err := h.q.Extend(ctx, j, d)
+		if err == nil {
+			t.Errorf("Extend with lease %s: want error", d)
+		}
+		if errors.Is(err, core.ErrLeaseLost) {
+			t.Errorf("Extend with lease %s: err = %v, want a refusal, not ErrLeaseLost (the lease is held)", d, err)
+		}
+	}
+	// The refused Extends left the lease as it was.
+	h.clock.Advance(lease - time.Millisecond)
+	h.none()
+	h.ack(j)
+	h.depth(0)
+}
+
+func testForgedLease(t *testing.T, h *harness) {
+	h.enqueueN(1)
+	j := h.next("c1", lease)
+	forged := j
+	forged.Lease = "not-a-lease"
+	h.leaseLost("Ack with a forged lease", h.q.Ack(t.Context(), forged))
+	h.leaseLost("Extend with a forged lease", h.q.Extend(t.Context(), forged, lease))
+	_, err := h.q.Fail(t.Context(), forged, "x", 0)
+	h.leaseLost("Fail with a forged lease", err)
+	// The real lease still holds the job.
+	h.none()
+	h.depth(1)
+	h.ack(j)
+	h.depth(0)
+}
+
+func testHeldIDRefused(t *testing.T, h *harness) {
+	// A job given an id keeps it; a second job with the id of one the queue
+	// still holds (waiting or delivered) is refused and changes nothing.
+	const id = "job_fixed"
+	held := func(state string) {
+		t.Helper()
+		if err := h.q.Enqueue(t.Context(), core.Job{ID: id, Kind: "test", Payload: payload(9)}); err == nil {
+			t.Errorf("Enqueue of the id of a %s job: want error", state)
+		}
+		h.depth(1)
+	}
+	h.enqueue(core.Job{ID: id, Kind: "test", Payload: payload(1)})
+	held("waiting")
+	j := h.nextPayload("c1", payload(1))
+	if j.ID != id {
+		t.Errorf("ID = %q, want %q", j.ID, id)
+	}
+	held("delivered")
+	h.none()
+	h.ack(j)
+	// Once acked, the id may be used again.
+	h.enqueue(core.Job{ID: id, Kind: "test", Payload: payload(2)})
+	if j := h.nextPayload("c1", payload(2)); j.ID != id || j.Attempt != 1 {
+		t.Errorf("reused id: ID, Attempt = %q, %d; want %q, 1", j.ID, j.Attempt, id)
 	}
 }
 
@@ -537,6 +753,26 @@ func testDeadLetterAfterLeaseExpiries(t *testing.T, h *harness) {
 	h.leaseLost("Ack of dead job", h.q.Ack(t.Context(), j))
 }
 
+func testExpiredLeaseDeadLetterKeepsLastError(t *testing.T, h *harness) {
+	// A job that failed and then used up its last delivery without settling
+	// it dies with a reason that still names the last Fail's error.
+	h.enqueue(core.Job{Kind: "test", Payload: payload(1), MaxAttempts: 2})
+	if h.fail(h.next("c1", time.Minute), "boom", time.Second) {
+		t.Fatal("Fail on attempt 1 of 2 dead-lettered the job")
+	}
+	h.clock.Advance(time.Second)
+	if j := h.next("c1", time.Minute); j.Attempt != 2 { // the retry, never settled
+		t.Fatalf("retry Attempt = %d, want 2", j.Attempt)
+	}
+	h.clock.Advance(time.Minute)
+	h.none() // no third delivery of a job with MaxAttempts 2
+	h.depth(0)
+	dl := h.deadLetters(0)
+	if want := "delivery limit reached: 2 attempts; last error: boom"; len(dl) != 1 || dl[0].LastError != want {
+		t.Fatalf("DeadLetters = %+v, want one with LastError %q", dl, want)
+	}
+}
+
 func testPerJobMaxAttempts(t *testing.T, h *harness) {
 	// Limits below and above the queue default of 5 both apply.
 	for _, limit := range []int{1, 2, 7} {
@@ -627,6 +863,74 @@ func testKeyNotCoalescedWhileDelivered(t *testing.T, h *harness) {
 	h.depth(0)
 }
 
+func testFailWhileSameKeyWaits(t *testing.T, h *harness) {
+	// Work enqueued while a keyed job is delivered becomes a second job
+	// (KeyNotCoalescedWhileDelivered); when the first then fails, it waits
+	// again beside the second, with the same key, and neither is lost.
+	h.enqueue(core.Job{Kind: "test", Key: "k", Payload: payload(1)})
+	first := h.nextPayload("c1", payload(1))
+	h.enqueue(core.Job{Kind: "test", Key: "k", Payload: payload(2)})
+	if h.fail(first, "boom", time.Minute) {
+		t.Fatal("Fail dead-lettered the job, want a retry")
+	}
+	h.depth(2)
+	// More work with the key coalesces into a waiting job, which is due at
+	// once; the failed job's retry is due by its retry time at the latest.
+	h.enqueue(core.Job{Kind: "test", Key: "k", Payload: payload(3)})
+	h.depth(2)
+	attempts := map[string]int{} // payload → attempt delivered
+	settle := func(j core.Job) {
+		t.Helper()
+		if _, dup := attempts[string(j.Payload)]; dup || j.Key != "k" {
+			t.Fatalf("delivered %s (key %q) after %v, want each of jobs 1 and 2 once, key k", j.Payload, j.Key, attempts)
+		}
+		attempts[string(j.Payload)] = j.Attempt
+		h.ack(j)
+	}
+	settle(h.next("c2", lease))
+	h.clock.Advance(time.Minute)
+	settle(h.next("c2", lease))
+	if attempts[string(payload(1))] != 2 || attempts[string(payload(2))] != 1 {
+		t.Errorf("deliveries (payload → attempt) = %v, want job 1 at attempt 2 and job 2 at attempt 1", attempts)
+	}
+	h.none()
+	h.depth(0)
+}
+
+// keyCoalescesConcurrently enqueues a few keys from many goroutines at once,
+// spread over handles: one job per key is left in h.q, and each is
+// delivered once.
+func keyCoalescesConcurrently(h *harness, handles ...core.Queue) {
+	const keys, enqueuers = 5, 16
+	t := h.t
+	ctx := t.Context()
+	want := map[string]string{} // key → payload of its job
+	for k := range keys {
+		want[fmt.Sprintf("k%d", k)] = string(payload(k))
+	}
+	var wg sync.WaitGroup
+	for i := range enqueuers {
+		q := handles[i%len(handles)]
+		wg.Go(func() {
+			for key, p := range want {
+				if err := q.Enqueue(ctx, core.Job{Kind: "test", Key: key, Payload: json.RawMessage(p)}); err != nil {
+					t.Errorf("Enqueue(%s): %v", key, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	h.depth(keys) // one job per key
+	for range keys {
+		j := h.next("c1", lease)
+		if p, ok := want[j.Key]; !ok || string(j.Payload) != p {
+			t.Errorf("delivered %s with key %q; want one job for each key left of %v", j.Payload, j.Key, want)
+		}
+		delete(want, j.Key)
+	}
+	h.none()
+}
+
 func testRecover(t *testing.T, h *harness) {
 	h.enqueueN(3)
 	a1 := h.nextPayload("a", payload(1))
@@ -660,9 +964,14 @@ func testRecover(t *testing.T, h *harness) {
 
 // dequeueAsync runs Dequeue in a goroutine and delivers its outcome.
 func (h *harness) dequeueAsync(ctx context.Context, consumer string) <-chan dequeued {
+	return h.dequeueAsyncFor(ctx, consumer, lease)
+}
+
+// dequeueAsyncFor is dequeueAsync with a lease of d.
+func (h *harness) dequeueAsyncFor(ctx context.Context, consumer string, d time.Duration) <-chan dequeued {
 	ch := make(chan dequeued, 1)
 	go func() {
-		j, err := h.q.Dequeue(ctx, consumer, lease)
+		j, err := h.q.Dequeue(ctx, consumer, d)
 		ch <- dequeued{j, err}
 	}()
 	return ch
@@ -755,8 +1064,13 @@ func testDequeueCancel(t *testing.T, h *harness) {
 	h.nextPayload("c2", payload(1))
 }
 
-func testConcurrentConsumers(t *testing.T, h *harness) {
+// concurrentConsumers enqueues jobs on h.q while four consumers, spread over
+// handles, dequeue and ack them: every job is delivered exactly once. A stop
+// job for each then ends the consumers (ctx would too, but a Dequeue blocked
+// in a Redis XREAD notices it only when its poll interval runs out).
+func concurrentConsumers(h *harness, handles ...core.Queue) {
 	const jobs, consumers = 200, 4
+	t := h.t
 	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
 	defer cancel()
 
@@ -775,31 +1089,46 @@ func testConcurrentConsumers(t *testing.T, h *harness) {
 		}
 	})
 	for c := range consumers {
+		q := handles[c%len(handles)]
 		wg.Go(func() {
 			name := fmt.Sprintf("c%d", c)
 			for {
-				j, err := h.q.Dequeue(ctx, name, lease)
+				j, err := q.Dequeue(ctx, name, lease)
 				if err != nil {
-					if ctx.Err() == nil {
-						t.Errorf("%s: Dequeue: %v", name, err)
-					}
+					t.Errorf("%s: Dequeue: %v", name, err)
 					return
 				}
-				if err := h.q.Ack(ctx, j); err != nil {
+				if err := q.Ack(ctx, j); err != nil {
 					t.Errorf("%s: Ack(%s): %v", name, j.Payload, err)
+					return
+				}
+				if j.Kind == "stop" {
 					return
 				}
 				mu.Lock()
 				delivered[string(j.Payload)]++
 				total++
-				if total == jobs {
-					cancel() // every job acked: stop the consumers
-				}
+				last := total == jobs
 				mu.Unlock()
+				if !last {
+					continue
+				}
+				for range consumers { // every job acked: stop the consumers
+					if err := h.q.Enqueue(ctx, core.Job{Kind: "stop"}); err != nil {
+						t.Errorf("Enqueue stop: %v", err)
+						return
+					}
+				}
 			}
 		})
 	}
-	wg.Wait()
+	stopped := make(chan struct{})
+	go func() { wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(2 * waitLimit):
+		t.Fatalf("consumers still running after %s", 2*waitLimit)
+	}
 	if total < jobs {
 		t.Fatalf("%d of %d jobs delivered within %s", total, jobs, waitLimit)
 	}

@@ -3,7 +3,6 @@ package redisstream
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -93,6 +92,28 @@ func TestQueue(t *testing.T) {
 	})
 }
 
+// TestQueuePeers runs the suite of Queues that share a prefix, as replicas
+// do; a job one adds to the stream wakes another's Dequeue.
+func TestQueuePeers(t *testing.T) {
+	queuetest.RunPeers(t, func(t *testing.T, clock *queuetest.FakeClock) func() (core.Queue, <-chan struct{}) {
+		opts := Options{
+			Prefix:       testPrefix(t, testClient(t)),
+			Clock:        clock,
+			MaxAttempts:  5,
+			Backoff:      DefaultBackoff,
+			PollInterval: time.Hour,
+		}
+		return func() (core.Queue, <-chan struct{}) {
+			// Each on its own client, as in another process.
+			q, err := New(testClient(t), opts)
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			return q, nil
+		}
+	})
+}
+
 func TestNewRejectsBadOptions(t *testing.T) {
 	c := testClient(t)
 	for _, tt := range []struct {
@@ -108,110 +129,6 @@ func TestNewRejectsBadOptions(t *testing.T) {
 				t.Errorf("New(%+v): want error", tt.opts)
 			}
 		})
-	}
-}
-
-func TestQueueRejectsBadArguments(t *testing.T) {
-	t.Parallel()
-	q, _ := openQueue(t, Options{})
-	ctx := t.Context()
-	if _, _, err := q.TryDequeue(ctx, "", time.Minute); err == nil {
-		t.Error("TryDequeue with empty consumer: want error")
-	}
-	if _, _, err := q.TryDequeue(ctx, "c1", 0); err == nil {
-		t.Error("TryDequeue with zero lease: want error")
-	}
-	if _, err := q.Recover(ctx, ""); err == nil {
-		t.Error("Recover with empty consumer: want error")
-	}
-	if err := q.Enqueue(ctx, core.Job{ID: "job_fixed", Kind: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Enqueue(ctx, core.Job{ID: "job_fixed", Kind: "test"}); err == nil {
-		t.Error("Enqueue of an id that is still queued: want error")
-	}
-	j, ok, err := q.TryDequeue(ctx, "c1", time.Minute)
-	if err != nil || !ok {
-		t.Fatalf("TryDequeue = %v, %v", ok, err)
-	}
-	if err := q.Extend(ctx, j, -time.Second); err == nil {
-		t.Error("Extend with negative lease: want error")
-	}
-	if string(j.Payload) != "null" {
-		t.Errorf("nil payload delivered as %s, want null", j.Payload)
-	}
-	forged := j
-	forged.Lease = "not-a-lease"
-	if _, err := q.Fail(ctx, forged, "x", 0); !errors.Is(err, core.ErrLeaseLost) {
-		t.Errorf("Fail with a forged lease: err = %v, want ErrLeaseLost", err)
-	}
-	if err := q.Ack(ctx, j); err != nil {
-		t.Fatal(err)
-	}
-	// Once acked, the id may be used again.
-	if err := q.Enqueue(ctx, core.Job{ID: "job_fixed", Kind: "test"}); err != nil {
-		t.Errorf("Enqueue of an acked job's id: %v", err)
-	}
-}
-
-func TestQueueKeepsPayloadBytes(t *testing.T) {
-	t.Parallel()
-	clock := queuetest.NewFakeClock(queuetest.Start)
-	q, _ := openQueue(t, Options{Clock: clock})
-	ctx := t.Context()
-	// Characters cjson and encoding/json escape differently, big numbers
-	// that a float would round, and nested JSON.
-	payload := json.RawMessage(`{"s":"a/b <&> \"q\" \\ é ☃ \u0001","n":12345678901234567890,"f":0.1,"a":[],"o":{}}`)
-	if err := q.Enqueue(ctx, core.Job{Kind: "test", Payload: payload}); err != nil {
-		t.Fatal(err)
-	}
-	j, ok, err := q.TryDequeue(ctx, "c1", time.Minute)
-	if err != nil || !ok {
-		t.Fatalf("TryDequeue = %v, %v", ok, err)
-	}
-	if string(j.Payload) != string(payload) {
-		t.Errorf("payload = %s, want %s", j.Payload, payload)
-	}
-	// Through a Fail (the record is rewritten by the scripts) too.
-	if _, err := q.Fail(ctx, j, "boom", time.Second); err != nil {
-		t.Fatal(err)
-	}
-	clock.Advance(time.Second)
-	j, ok, err = q.TryDequeue(ctx, "c1", time.Minute)
-	if err != nil || !ok {
-		t.Fatalf("TryDequeue after Fail = %v, %v", ok, err)
-	}
-	if string(j.Payload) != string(payload) {
-		t.Errorf("payload after Fail = %s, want %s", j.Payload, payload)
-	}
-}
-
-func TestQueueExpiredLeaseDeadLetterKeepsLastError(t *testing.T) {
-	t.Parallel()
-	clock := queuetest.NewFakeClock(queuetest.Start)
-	q, _ := openQueue(t, Options{Clock: clock})
-	ctx := t.Context()
-	if err := q.Enqueue(ctx, core.Job{Kind: "test", MaxAttempts: 2}); err != nil {
-		t.Fatal(err)
-	}
-	j, _, _ := q.TryDequeue(ctx, "c1", time.Minute)
-	if _, err := q.Fail(ctx, j, "boom", time.Second); err != nil {
-		t.Fatal(err)
-	}
-	clock.Advance(time.Second)
-	if _, ok, _ := q.TryDequeue(ctx, "c1", time.Minute); !ok {
-		t.Fatal("retry not delivered")
-	}
-	clock.Advance(time.Minute)
-	if _, ok, _ := q.TryDequeue(ctx, "c1", time.Minute); ok {
-		t.Fatal("third delivery of a job with MaxAttempts 2")
-	}
-	dl, err := q.DeadLetters(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "delivery limit reached: 2 attempts; last error: boom"; len(dl) != 1 || dl[0].LastError != want {
-		t.Fatalf("DeadLetters = %+v, want one with LastError %q", dl, want)
 	}
 }
 
@@ -390,37 +307,6 @@ func TestRecoverManyEntries(t *testing.T) {
 	}
 	if _, ok, _ := q.TryDequeue(ctx, "b", time.Hour); ok {
 		t.Fatal("a job left after all recovered jobs were acked")
-	}
-}
-
-func TestDequeueWakesAcrossQueues(t *testing.T) {
-	t.Parallel()
-	clock := queuetest.NewFakeClock(queuetest.Start)
-	// A poll interval far longer than the test: only the stream can wake
-	// the waiting Dequeue.
-	waiter, _ := openQueue(t, Options{Clock: clock, PollInterval: time.Minute})
-	other, err := New(testClient(t), waiter.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-
-	looked := clock.NextNow()
-	done := make(chan error, 1)
-	go func() {
-		j, err := waiter.Dequeue(ctx, "c1", time.Minute)
-		if err == nil && string(j.Payload) != `"wake"` {
-			err = fmt.Errorf("delivered %s", j.Payload)
-		}
-		done <- err
-	}()
-	<-looked
-	if err := other.Enqueue(ctx, core.Job{Kind: "test", Payload: json.RawMessage(`"wake"`)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("Dequeue: %v", err)
 	}
 }
 

@@ -1,0 +1,167 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+func openCommitTest(t *testing.T) *DB {
+	t.Helper()
+	db, err := Open(t.Context(), filepath.Join(t.TempDir(), "db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := db.tx(t.Context(), func(tx *txn) error {
+		_, err := tx.Exec(`CREATE TABLE t (name TEXT PRIMARY KEY)`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func insert(name string) func(*txn) error {
+	return func(tx *txn) error {
+		_, err := tx.Exec(`INSERT INTO t(name) VALUES (?)`, name)
+		return err
+	}
+}
+
+func (db *DB) stored(t *testing.T, name string) bool {
+	t.Helper()
+	var n int
+	if err := db.r.QueryRow(`SELECT COUNT(*) FROM t WHERE name = ?`, name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+// hold keeps the committer busy until the returned release is called, so
+// the transactions queued meanwhile share the next commit.
+func (db *DB) hold(t *testing.T) (release func()) {
+	t.Helper()
+	started, gate := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = db.tx(context.Background(), func(*txn) error { close(started); <-gate; return nil })
+	}()
+	<-started
+	return func() { close(gate) }
+}
+
+// waiting waits until n transactions are queued.
+func (c *committer) waiting(n int) {
+	for {
+		c.mu.Lock()
+		got := len(c.urgent) + len(c.other)
+		c.mu.Unlock()
+		if got == n {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// Transactions that wait together share one commit; one that fails is
+// rolled back alone; urgent ones run first, each kind in arrival order.
+func TestGroupCommit(t *testing.T) {
+	db := openCommitTest(t)
+	release := db.hold(t)
+	var order []string
+	var mu sync.Mutex
+	record := func(name string, fn func(*txn) error) func(*txn) error {
+		return func(tx *txn) error {
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+			return fn(tx)
+		}
+	}
+	const n = 50
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		name := fmt.Sprintf("row-%02d", i)
+		fn := insert(name)
+		if i == 7 { // writes, then fails: its row must not stay
+			fn = func(tx *txn) error {
+				if err := insert(name)(tx); err != nil {
+					return err
+				}
+				return errors.New("refused")
+			}
+		}
+		wg.Go(func() { errs[i] = db.writeTx(context.Background(), i == 40, record(name, fn)) })
+		db.commits.waiting(i + 1) // queued in this order
+	}
+	before, _ := db.Commits()
+	release()
+	wg.Wait()
+	after, _ := db.Commits()
+	for i, err := range errs {
+		name := fmt.Sprintf("row-%02d", i)
+		switch {
+		case i == 7 && (err == nil || err.Error() != "refused" || db.stored(t, name)):
+			t.Errorf("failing transaction: err %v, row stored %t; want its own error and no row", err, db.stored(t, name))
+		case i != 7 && (err != nil || !db.stored(t, name)):
+			t.Errorf("%s: err %v, stored %t; want committed", name, err, db.stored(t, name))
+		}
+	}
+	if got := after - before; got != 2 { // the held one, then all 50
+		t.Errorf("%d transactions waiting together took %d commits, want 2 (the held one and theirs)", n, got)
+	}
+	if order[0] != "row-40" || order[1] != "row-00" || order[n-1] != "row-49" {
+		t.Errorf("order = %v…, want the urgent row-40 first, then arrival order", order[:3])
+	}
+}
+
+// A transaction whose caller gives up before it started writes nothing; one
+// that started runs to its end.
+func TestGroupCommitCancel(t *testing.T) {
+	db := openCommitTest(t)
+	release := db.hold(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan error, 1)
+	go func() { gone <- db.tx(ctx, insert("never")) }()
+	db.commits.waiting(1)
+	cancel()
+	if err := <-gone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled before it started: %v", err)
+	}
+	release()
+	if err := db.tx(t.Context(), insert("after")); err != nil {
+		t.Fatal(err)
+	}
+	if db.stored(t, "never") || !db.stored(t, "after") {
+		t.Fatal("a transaction cancelled while waiting was written, or the next one was not")
+	}
+
+	started := make(chan struct{})
+	ctx, cancel = context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- db.tx(ctx, func(tx *txn) error {
+			close(started)
+			cancel() // the caller gives up mid-transaction
+			return insert("started")(tx)
+		})
+	}()
+	<-started
+	if err := <-done; err != nil || !db.stored(t, "started") {
+		t.Fatalf("a started transaction whose caller gave up: %v, stored %t; want it committed", err, db.stored(t, "started"))
+	}
+}
+
+// A write after Close is an error, not a hang.
+func TestWriteAfterClose(t *testing.T) {
+	db := openCommitTest(t)
+	db.Close()
+	if err := db.tx(context.Background(), insert("late")); !errors.Is(err, errClosed) {
+		t.Fatalf("write after Close: %v", err)
+	}
+}
