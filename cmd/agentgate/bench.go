@@ -74,8 +74,8 @@ Flags:
                        to see the gateway's overhead over a model's own time
 
 The runs phase also reports the servers' CPU (user + system, /proc/PID/stat)
-per completed run and, for the embedded store, its commits and write
-transactions per run (agentgate_store_commits_total in /metrics).
+per completed run and, from their /metrics, the embedded store's commits and
+write transactions per run, or the round trips to PostgreSQL and Redis.
 
 The servers inherit AGENTGATE_SQLITE_SYNC; every other AGENTGATE_ variable, and
 the OPENAI_ and SLACK_ ones, are removed from their environment.
@@ -721,12 +721,14 @@ feed:
 
 // benchCounts are totals over the servers: CPU used and store commits.
 type benchCounts struct {
-	cpu          time.Duration
-	commits, txs int64
+	cpu                 time.Duration
+	commits, txs        int64
+	pgTrips, redisTrips int64
 }
 
 func (c benchCounts) minus(o benchCounts) benchCounts {
-	return benchCounts{cpu: c.cpu - o.cpu, commits: c.commits - o.commits, txs: c.txs - o.txs}
+	return benchCounts{cpu: c.cpu - o.cpu, commits: c.commits - o.commits, txs: c.txs - o.txs,
+		pgTrips: c.pgTrips - o.pgTrips, redisTrips: c.redisTrips - o.redisTrips}
 }
 
 // benchServerCounts reads each server's CPU time (/proc/PID/stat, user +
@@ -767,6 +769,10 @@ func benchServerCounts(ctx context.Context, reps []*benchReplica) benchCounts {
 				c.commits += int64(n)
 			case "agentgate_store_write_transactions_total":
 				c.txs += int64(n)
+			case "agentgate_store_round_trips_total":
+				c.pgTrips += int64(n)
+			case "agentgate_redis_round_trips_total":
+				c.redisTrips += int64(n)
 			}
 		}
 	}
@@ -1166,6 +1172,10 @@ func (r *benchReport) writeTable(w io.Writer) {
 			fmt.Fprintf(tw, "  store commits per run\t%.2f\t(%.2f write transactions)\n",
 				float64(c.commits)/float64(ru.completed), float64(c.txs)/float64(ru.completed))
 		}
+		if c.pgTrips > 0 || c.redisTrips > 0 {
+			fmt.Fprintf(tw, "  round trips per run\tPostgreSQL %.1f\tRedis %.1f (with idle polls)\n",
+				float64(c.pgTrips)/float64(ru.completed), float64(c.redisTrips)/float64(ru.completed))
+		}
 	}
 	writeBenchErrors(tw, &ru.errors)
 
@@ -1230,6 +1240,10 @@ func (r *benchReport) writeMarkdown(w io.Writer) {
 		if r.runCost.commits > 0 {
 			fmt.Fprintf(w, "| store commits (write transactions) per run | %.2f (%.2f) |\n",
 				float64(r.runCost.commits)/float64(ru.completed), float64(r.runCost.txs)/float64(ru.completed))
+		}
+		if r.runCost.pgTrips > 0 || r.runCost.redisTrips > 0 {
+			fmt.Fprintf(w, "| round trips per run: PostgreSQL / Redis | %.1f / %.1f |\n",
+				float64(r.runCost.pgTrips)/float64(ru.completed), float64(r.runCost.redisTrips)/float64(ru.completed))
 		}
 	}
 	if r.opts.modelDelay > 0 {

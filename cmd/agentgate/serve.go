@@ -298,6 +298,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	m := metrics.New(db, b.queue, log)
+	if b.redisTrips != nil {
+		m.RoundTrips("redis", "Redis", b.redisTrips.n.Load)
+	}
 	hub := &core.Hub{}
 	if b.hub != nil {
 		b.services = append(b.services, b.hub(hub))

@@ -76,7 +76,18 @@ func New(store Counter, queue Depther, log *slog.Logger) *Metrics {
 				Help: "Write transactions the embedded store committed; several can share one commit."},
 				func() float64 { _, n := c.Commits(); return float64(n) }))
 	}
+	if t, ok := store.(interface{ RoundTrips() int64 }); ok {
+		m.RoundTrips("store", "PostgreSQL", t.RoundTrips)
+	}
 	return m
+}
+
+// RoundTrips registers agentgate_<name>_round_trips_total, the round trips
+// to server (PostgreSQL, Redis) that count reports.
+func (m *Metrics) RoundTrips(name, server string, count func() int64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "agentgate_" + name + "_round_trips_total",
+		Help: "Round trips to " + server + " (queries, transactions' begin and commit, batches, pipelines)."},
+		func() float64 { return float64(count()) }))
 }
 
 // Handler serves /metrics.

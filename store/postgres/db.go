@@ -105,8 +105,9 @@ type Options struct {
 // DB is the PostgreSQL store (core.Store, core.RoutineStore, lease.Store)
 // and queue (core.Queue).
 type DB struct {
-	pool *pgxpool.Pool
-	opts Options
+	pool  *pgxpool.Pool
+	opts  Options
+	trips *trips
 
 	mu     sync.Mutex
 	notify chan struct{} // closed and replaced when a job may be due
@@ -145,12 +146,14 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = int32(opts.MaxConns)
 	}
+	tr := &trips{}
+	cfg.ConnConfig.Tracer = tr
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	lctx, stop := context.WithCancel(context.Background())
-	db := &DB{pool: pool, opts: opts, notify: make(chan struct{}), listenCtx: lctx, stopListen: stop,
+	db := &DB{pool: pool, opts: opts, trips: tr, notify: make(chan struct{}), listenCtx: lctx, stopListen: stop,
 		listenReady: make(chan struct{})}
 	if opts.SkipMigrate {
 		err = db.Ping(ctx)
