@@ -450,22 +450,14 @@ func (db *DB) ClaimRun(ctx context.Context, id, owner string, now, until time.Ti
 	}
 	var out core.Run
 	err := db.tx(ctx, func(tx *txn) error {
-		res, err := tx.ExecContext(ctx, `UPDATE runs SET claimed_by = ?, claim_until = ?, status = 'running',
+		r, err := scanRun(tx.QueryRowContext(ctx, `UPDATE runs SET claimed_by = ?, claim_until = ?, status = 'running',
 			started_at = COALESCE(started_at, ?)
-			WHERE id = ? AND status IN ('queued', 'running') AND (claimed_by = '' OR claimed_by = ? OR claim_until <= ?)`,
-			owner, until.UnixNano(), now.UnixNano(), id, owner, now.UnixNano())
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		r, err := getRun(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
+			WHERE id = ? AND status IN ('queued', 'running') AND (claimed_by = '' OR claimed_by = ? OR claim_until <= ?)
+			RETURNING `+runCols, owner, until.UnixNano(), now.UnixNano(), id, owner, now.UnixNano()))
+		if errors.Is(err, sql.ErrNoRows) { // not claimed: say why
+			if r, err = getRun(ctx, tx, id); err != nil {
+				return err
+			}
 			switch {
 			case r.Status.Terminal():
 				return core.ErrRunFinished
@@ -474,6 +466,9 @@ func (db *DB) ClaimRun(ctx context.Context, id, owner string, now, until time.Ti
 			default:
 				return fmt.Errorf("%w until %s", core.ErrClaimed, nanos(r.claimUntil).Format(time.RFC3339))
 			}
+		}
+		if err != nil {
+			return err
 		}
 		evs, err := appendTx(ctx, tx, id, r.LastSeq, events, now)
 		if err != nil {
@@ -623,9 +618,10 @@ func (db *DB) FinishRun(ctx context.Context, id, owner string, f core.Finish) (c
 		if _, err := appendTx(ctx, tx, id, r.LastSeq, f.Events, f.At); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, output = ?, error = ?, input_tokens = ?,
-			output_tokens = ?, finished_at = ?, claimed_by = '', claim_until = 0 WHERE id = ?`,
-			string(f.Status), f.Output, f.Error, f.Usage.InputTokens, f.Usage.OutputTokens, f.At.UnixNano(), id); err != nil {
+		r, err = scanRun(tx.QueryRowContext(ctx, `UPDATE runs SET status = ?, output = ?, error = ?, input_tokens = ?,
+			output_tokens = ?, finished_at = ?, claimed_by = '', claim_until = 0 WHERE id = ? RETURNING `+runCols,
+			string(f.Status), f.Output, f.Error, f.Usage.InputTokens, f.Usage.OutputTokens, f.At.UnixNano(), id))
+		if err != nil {
 			return err
 		}
 		for _, j := range f.Jobs {
@@ -636,12 +632,8 @@ func (db *DB) FinishRun(ctx context.Context, id, owner string, f core.Finish) (c
 		if err := db.enqueueNextTx(ctx, tx, r.SessionID, id); err != nil {
 			return err
 		}
-		if err := ackTx(ctx, tx, f.Ack); err != nil {
-			return err
-		}
-		r, err = getRun(ctx, tx, id)
 		out = r.Run
-		return err
+		return ackTx(ctx, tx, f.Ack)
 	})
 	if err != nil {
 		return core.Run{}, fmt.Errorf("finish run %s: %w", id, err)

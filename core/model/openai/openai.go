@@ -114,52 +114,19 @@ func (m *Model) Generate(ctx context.Context, req core.ModelRequest, onDelta fun
 	if err != nil {
 		return core.ModelResponse{}, m.wrap(err)
 	}
-	stream := m.client.Chat.Completions.NewStreaming(ctx, params)
+	// NewStreaming sends the request as the client streams one: stream: true,
+	// the endpoint's auth (never OPENAI_ADMIN_KEY, which a plain Post falls
+	// back to), retries, and an *openai.Error for an error status. Its body
+	// is read by turn.read, not by the stream (see stream.go), which is only
+	// closed.
+	var res *http.Response
+	stream := m.client.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&res))
 	defer stream.Close()
-
-	var (
-		acc      openai.ChatCompletionAccumulator
-		id       string
-		finished bool
-		usage    openai.CompletionUsage
-	)
-	for stream.Next() {
-		chunk := stream.Current()
-		// Every chunk should carry the completion's id, and the accumulator
-		// drops chunks that do not; some servers (llama.cpp, Foundry Local)
-		// mint one per chunk. The id means nothing to us: pin it.
-		if id == "" {
-			id = chunk.ID
-		}
-		chunk.ID = id
-		if !acc.AddChunk(chunk) {
-			return core.ModelResponse{}, m.wrap(errors.New("stream: chunk does not fit the response so far"))
-		}
-		// OpenAI sends usage once, on a last chunk without choices; other
-		// servers repeat a running total on every chunk or send none at all.
-		// The last one seen is the total either way, where the accumulator
-		// would sum running totals.
-		if chunk.JSON.Usage.Valid() {
-			usage = chunk.Usage
-		}
-		for _, c := range chunk.Choices {
-			if c.Index != 0 {
-				continue
-			}
-			if c.FinishReason != "" {
-				finished = true
-			}
-			if onDelta != nil {
-				if c.Delta.Content != "" {
-					onDelta(c.Delta.Content)
-				}
-				if c.Delta.Refusal != "" {
-					onDelta(c.Delta.Refusal)
-				}
-			}
-		}
-	}
 	if err := stream.Err(); err != nil {
+		return core.ModelResponse{}, m.wrap(err)
+	}
+	t := turn{onDelta: onDelta}
+	if err := t.read(res); err != nil {
 		return core.ModelResponse{}, m.wrap(err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -167,38 +134,10 @@ func (m *Model) Generate(ctx context.Context, req core.ModelRequest, onDelta fun
 	}
 	// A stream cut short ends like a complete one; only the finish reason
 	// tells them apart. A truncated turn must not be journaled as whole.
-	if !finished {
+	if !t.finished {
 		return core.ModelResponse{}, m.wrap(errors.New("stream: ended before the model finished its turn"))
 	}
-
-	resp := core.ModelResponse{
-		Usage: core.Usage{InputTokens: usage.PromptTokens, OutputTokens: usage.CompletionTokens},
-	}
-	if len(acc.Choices) == 0 {
-		return resp, nil
-	}
-	msg := acc.Choices[0].Message
-	resp.Text = msg.Content
-	if resp.Text == "" {
-		resp.Text = msg.Refusal
-	}
-	for _, tc := range msg.ToolCalls {
-		if tc.ID == "" && tc.Function.Name == "" && tc.Function.Arguments == "" {
-			continue // a gap left by a server that skipped a tool-call index
-		}
-		id := tc.ID
-		if id == "" {
-			// Some servers omit tool-call ids; the engine keys idempotency
-			// and approvals on them, so each call needs a unique one.
-			id = core.NewID("call")
-		}
-		resp.ToolCalls = append(resp.ToolCalls, core.ToolCall{
-			ID:        id,
-			Name:      tc.Function.Name,
-			Arguments: arguments(tc.Function.Arguments),
-		})
-	}
-	return resp, nil
+	return t.response(), nil
 }
 
 // arguments turns the model's argument text into JSON: empty becomes {}, and
