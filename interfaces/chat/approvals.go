@@ -167,6 +167,27 @@ func Decidable(ctx context.Context, st interface {
 	return out, nil
 }
 
+// Callable is the routines of rs that p may trigger: what a chat command
+// lists, so nobody is offered a routine whose callers leave them out. d nil
+// (no policy here) keeps them all.
+func Callable(ctx context.Context, d Decider, p approval.Principal, rs []core.Routine) ([]core.Routine, error) {
+	if d == nil {
+		return rs, nil
+	}
+	var out []core.Routine
+	for _, r := range rs {
+		err := d.MayTrigger(ctx, r, p)
+		if _, refused := errors.AsType[*approval.NotCallerError](err); refused {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
 // WhoMay says who may decide a, as a card's approvers line does.
 func WhoMay(a core.Approval, approvers func(ids []string) string) string {
 	if len(a.Policy.Approvers) > 0 {

@@ -33,6 +33,9 @@ type Decider interface {
 	// Trigger fires a routine for p once its callers allow p, and audits it
 	// (approval.Service.Trigger; refusals are *approval.NotCallerError).
 	Trigger(ctx context.Context, rr approval.Triggerer, p approval.Principal, id, extra string, b core.Binding, dedupeKey string) (core.Run, error)
+	// MayTrigger says whether routine r's callers let p trigger it
+	// (a *approval.NotCallerError when not).
+	MayTrigger(ctx context.Context, r core.Routine, p approval.Principal) error
 }
 
 // ApprovalLister reads approvals; core.Store is one.

@@ -76,7 +76,7 @@ func (h *Handler) commandText(ctx context.Context, i *discordgo.Interaction, sub
 	case "help":
 		return commandHelp, nil
 	case "routines":
-		return h.listRoutines(ctx)
+		return h.listRoutines(ctx, i, user, roles)
 	case "run":
 		return h.runRoutine(ctx, i, opts["routine"], opts["input"], user, roles)
 	case "approvals":
@@ -85,7 +85,8 @@ func (h *Handler) commandText(ctx context.Context, i *discordgo.Interaction, sub
 	return "Unknown command `" + escape(sub) + "`.\n" + commandHelp, nil
 }
 
-func (h *Handler) listRoutines(ctx context.Context) (string, error) {
+// listRoutines lists the routines the asker may run here.
+func (h *Handler) listRoutines(ctx context.Context, i *discordgo.Interaction, user string, roles []string) (string, error) {
 	rr := h.cfg.Interact.Routines
 	if rr == nil {
 		return "Routines are not available on this gateway.", nil
@@ -97,9 +98,18 @@ func (h *Handler) listRoutines(ctx context.Context) (string, error) {
 	if len(page.Items) == 0 {
 		return "No routines are defined. Add them under `routines:` in the config file.", nil
 	}
+	p := chat.Asker(chat.PlatformDiscord, i.GuildID, i.ChannelID, user)
+	p.Groups = roles
+	items, err := chat.Callable(ctx, h.cfg.Interact.Approvals, p, page.Items)
+	if err != nil {
+		return "", err
+	}
+	if len(items) == 0 {
+		return "No routine here lets you run it (their `callers:` leave you out).", nil
+	}
 	var b strings.Builder
-	b.WriteString("**Routines**\n")
-	for _, r := range page.Items {
+	b.WriteString("**Routines you may run**\n")
+	for _, r := range items {
 		state := "on"
 		if !r.Enabled {
 			state = "off"

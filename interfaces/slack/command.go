@@ -39,7 +39,7 @@ func (h *Handler) command(ctx context.Context, req Request) (any, error) {
 	case "", "help":
 		return ephemeral(commandHelp, name), nil
 	case "routines":
-		return h.listRoutines(ctx, name)
+		return h.listRoutines(ctx, cmd, name)
 	case "run":
 		return h.runRoutine(ctx, cmd, name, rest, req.DedupeKey)
 	case "approvals":
@@ -55,7 +55,8 @@ const commandHelp = "*/%[1]s* talks to agentgate:\n" +
 	"• `/%[1]s help` shows this\n" +
 	"Mention the bot in a channel or write to it directly to talk to an agent."
 
-func (h *Handler) listRoutines(ctx context.Context, name string) (any, error) {
+// listRoutines lists the routines the asker may run here.
+func (h *Handler) listRoutines(ctx context.Context, cmd *chat.Command, name string) (any, error) {
 	rr := h.cfg.Interact.Routines
 	if rr == nil {
 		return ephemeral("Routines are not available on this gateway."), nil
@@ -67,9 +68,16 @@ func (h *Handler) listRoutines(ctx context.Context, name string) (any, error) {
 	if len(page.Items) == 0 {
 		return ephemeral("No routines are defined. Add them under `routines:` in the config file."), nil
 	}
+	items, err := chat.Callable(ctx, h.cfg.Interact.Approvals, h.asker(cmd), page.Items)
+	if err != nil {
+		return nil, err
+	}
+	if len(items) == 0 {
+		return ephemeral("No routine here lets you run it (their `callers:` leave you out)."), nil
+	}
 	var b strings.Builder
-	b.WriteString("*Routines*\n")
-	for _, r := range page.Items {
+	b.WriteString("*Routines you may run*\n")
+	for _, r := range items {
 		state := "on"
 		if !r.Enabled {
 			state = "off"

@@ -130,9 +130,15 @@ func (c *Client) Edit(ctx context.Context, chat int64, id int, text string, mark
 	return err
 }
 
+// maxCallbackAnswer is the most characters answerCallbackQuery shows.
+const maxCallbackAnswer = 200
+
 // AnswerCallback answers a callback query (answerCallbackQuery), showing
 // text to the clicker as a notification when set.
 func (c *Client) AnswerCallback(ctx context.Context, id, text string) error {
+	if r := []rune(text); len(r) > maxCallbackAnswer {
+		text = string(r[:maxCallbackAnswer-1]) + "…"
+	}
 	return c.retry(ctx, func() error {
 		_, err := c.bot.AnswerCallbackQuery(ctx, &bot.AnswerCallbackQueryParams{CallbackQueryID: id, Text: text})
 		return err

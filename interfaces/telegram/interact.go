@@ -59,7 +59,7 @@ func (h *Handler) decide(ctx context.Context, act *chat.Action) (string, error) 
 	switch {
 	case errors.As(err, &notAllowed):
 		h.log.Info("telegram approval click refused", "approval", a.ID, "user", act.UserID, "why", notAllowed.Why)
-		return "You may not decide this request: " + notAllowed.Why + ".", nil
+		return fmt.Sprintf("You may not decide this request: %s. Who may: %s.", notAllowed.Why, chat.WhoMay(a, Approvers)), nil
 	case errors.As(err, &np):
 		return fmt.Sprintf("This request is already %s.", np.Status), nil
 	case err != nil:
@@ -88,7 +88,7 @@ func (h *Handler) command(ctx context.Context, key string, req Request) error {
 	case "help", "start":
 		text = helpText
 	case "routines":
-		text, err = h.listRoutines(ctx)
+		text, err = h.listRoutines(ctx, cmd)
 	case "run":
 		text, err = h.runRoutine(ctx, cmd, req.Thread, key)
 	case "approvals":
@@ -104,7 +104,8 @@ func (h *Handler) command(ctx context.Context, key string, req Request) error {
 	return h.tell(ctx, "telegram:cmd:"+key, cmd.Channel, req.Thread, Escape(text))
 }
 
-func (h *Handler) listRoutines(ctx context.Context) (string, error) {
+// listRoutines lists the routines the asker may run here.
+func (h *Handler) listRoutines(ctx context.Context, cmd *chat.Command) (string, error) {
 	if h.cfg.Routines == nil {
 		return "Routines are not available on this gateway.", nil
 	}
@@ -112,9 +113,16 @@ func (h *Handler) listRoutines(ctx context.Context) (string, error) {
 	if err != nil || len(page.Items) == 0 {
 		return "No routines are defined. Add them under routines: in the config file.", err
 	}
+	items, err := chat.Callable(ctx, h.cfg.Approvals, chat.Asker(chat.PlatformTelegram, "", cmd.Channel, cmd.UserID), page.Items)
+	if err != nil {
+		return "", err
+	}
+	if len(items) == 0 {
+		return "No routine here lets you run it (their callers: leave you out).", nil
+	}
 	var b strings.Builder
-	b.WriteString("Routines:\n")
-	for _, r := range page.Items {
+	b.WriteString("Routines you may run:\n")
+	for _, r := range items {
 		state := "on"
 		if !r.Enabled {
 			state = "off"

@@ -520,6 +520,24 @@ func TestRunRoutineCallers(t *testing.T) {
 	}
 }
 
+// /routines offers only what the asker may run (deploy-prod: ana only).
+func TestRoutinesListsWhatTheAskerMayRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	for i, c := range []struct {
+		user        int64
+		deployShown bool
+	}{{bobID, false}, {anaID, true}} {
+		n := len(messagesIn(e.fake, groupID))
+		command(t, e, fmt.Sprint(815000400+i), c.user, groupID, "/routines")
+		waitFor(t, e.fake, "the /routines answer", func() bool { return len(messagesIn(e.fake, groupID)) > n })
+		got := messagesIn(e.fake, groupID)[n].Text
+		if !strings.Contains(got, "daily\\-report") || strings.Contains(got, "deploy\\-prod") != c.deployShown {
+			t.Errorf("/routines by %d = %q; want daily-report, and deploy-prod shown %t", c.user, got, c.deployShown)
+		}
+	}
+}
+
 func TestCommands(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "")
