@@ -363,6 +363,8 @@ func TestCommandDeferredThenFollowup(t *testing.T) {
 		// deploy-prod may be run by members of the Discord role role-deployers only.
 		{"run", map[string]string{"routine": "deploy-prod"}, channel, bob, nil, "You may not run routine `deploy-prod`: not among the routine's callers"},
 		{"run", map[string]string{"routine": "deploy-prod"}, channel, bob, []string{"role-deployers"}, "Started routine `deploy-prod`"},
+		{"routines", nil, channel, bob, []string{"role-deployers"}, "deploy-prod"},
+		{"routines", nil, channel, bob, nil, "daily-digest"}, // and not deploy-prod: checked below
 	}
 	for i, c := range cases {
 		got := e.post(t, e.fake.Interaction(2, c.channel, c.user, c.roles, discordtest.Command(c.sub, c.opts)))
@@ -376,6 +378,9 @@ func TestCommandDeferredThenFollowup(t *testing.T) {
 		if !strings.HasPrefix(f.Path, "/webhooks/"+discordtest.AppID+"/itoken-") || !strings.Contains(fmt.Sprint(f.Body["content"]), c.want) {
 			t.Errorf("%s by %s in %s: follow-up %s %v, want %q", c.sub, c.user, c.channel, f.Path, f.Body["content"], c.want)
 		}
+	}
+	if last := fmt.Sprint(e.fake.Followups()[len(cases)-1].Body["content"]); strings.Contains(last, "deploy-prod") {
+		t.Errorf("routines by bob without the role lists deploy-prod, which he may not run: %q", last)
 	}
 	// The routine's run is ana's: her principal id.
 	if fmt.Sprint(e.routines.triggered) != "[daily-digest|only prod|"+principal(ana)+"|discord:"+channel+" deploy-prod||"+principal(bob)+"|discord:"+channel+"]" {

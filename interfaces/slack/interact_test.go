@@ -509,6 +509,15 @@ func TestSlashCommand(t *testing.T) {
 			t.Errorf("/agentgate %s by %s in %s = %q, want it to contain %q", tc.text, tc.user, tc.channel, got.Text, tc.want)
 		}
 	}
+	// The routines list offers deploy-prod only where its callers allow.
+	if got := command(bob, cardChannel, "routines").Text; strings.Contains(got, "deploy-prod") {
+		t.Errorf("/agentgate routines by bob in %s lists deploy-prod, which he may not run: %q", cardChannel, got)
+	}
+	for _, who := range [][2]string{{ana, cardChannel}, {bob, "C_OPS"}} {
+		if got := command(who[0], who[1], "routines").Text; !strings.Contains(got, "deploy-prod") {
+			t.Errorf("/agentgate routines by %s in %s = %q, want deploy-prod (a caller)", who[0], who[1], got)
+		}
+	}
 	// The routines' runs are started by the callers' principals; the refused
 	// command started nothing and left an audit row.
 	want := []string{"daily-digest|only prod|" + principal(bob) + "|slack:" + cardChannel,
