@@ -15,22 +15,31 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files")
 
 // TestCardGolden pins the approval card we send (sendMessage's text and
-// reply_markup), pending and decided.
+// reply_markup), pending and decided: approvers the chat names by name, the
+// one it does not as a mention, and a decider known by id as a mention.
 func TestCardGolden(t *testing.T) {
 	t.Parallel()
 	card := chat.ApprovalCard{ApprovalID: "apr_0123456789abcdef", Agent: "ops", Tool: "deploy",
-		Arguments: "{\n  \"env\": \"prod-1\",\n  \"note\": \"a `tick` and a \\\\ slash\"\n}", Approvers: telegram.Approvers([]string{"5550001"}),
+		Arguments: "{\n  \"env\": \"prod-1\",\n  \"note\": \"a `tick` and a \\\\ slash\"\n}",
 		ExpiresAt: time.Date(2026, 12, 2, 16, 30, 0, 0, time.UTC), Status: "pending"}
 	denied := card
-	denied.Status, denied.DecidedBy, denied.Reason = "denied", "5550001", "not on a Friday (really)."
-	for name, c := range map[string]chat.ApprovalCard{"card_pending": card, "card_denied": denied} {
-		t.Run(name, func(t *testing.T) {
-			got, err := json.MarshalIndent(map[string]any{"text": telegram.CardText(c), "parse_mode": "MarkdownV2",
-				"reply_markup": telegram.Keyboard(c)}, "", "  ")
+	denied.Status, denied.DecidedBy, denied.Reason = "denied", "5550009", "not on a Friday (really)."
+	approvers, names := []string{"telegram:5550001", "5550004", "5550009", "role:admin"}, map[int64]string{5550001: "@ana_ops", 5550004: "Cleo Park"}
+	for _, tc := range []struct {
+		name string
+		card chat.ApprovalCard
+		text string
+	}{
+		{"card_pending", card, telegram.CardTextIn(card, approvers, names)},
+		{"card_denied", denied, telegram.CardText(denied)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := json.MarshalIndent(map[string]any{"text": tc.text, "parse_mode": "MarkdownV2",
+				"reply_markup": telegram.Keyboard(tc.card)}, "", "  ")
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", name+".golden")
+			path := filepath.Join("testdata", tc.name+".golden")
 			if *update {
 				if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
 					t.Fatal(err)
@@ -47,12 +56,13 @@ func TestCardGolden(t *testing.T) {
 	}
 }
 
-// Approver ids show as a card says them: Telegram users (bare or as
-// principals telegram:<id>) by id, keys and roles as text.
+// Approver ids show in plain text without a lookup: Telegram users (bare
+// or as principals telegram:<id>) as "a Telegram user", never a bare id;
+// keys and roles as text.
 func TestCardApprovers(t *testing.T) {
 	t.Parallel()
 	got := telegram.Approvers([]string{"telegram:5550001", "5550002", "key:ci-key", "role:admin", "requester"})
-	if want := "user 5550001, user 5550002, key:ci-key, role:admin, the requester"; got != want {
+	if want := "a Telegram user, a Telegram user, key:ci-key, role:admin, the requester"; got != want {
 		t.Errorf("Approvers = %q, want %q", got, want)
 	}
 }

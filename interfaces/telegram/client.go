@@ -21,6 +21,8 @@ import (
 	"github.com/go-telegram/bot"
 	"github.com/go-telegram/bot/models"
 	"golang.org/x/time/rate"
+
+	"github.com/agentgate/agentgate/core"
 )
 
 // DefaultAPIURL is the Bot API's base URL.
@@ -41,7 +43,12 @@ type ClientConfig struct {
 	// MaxRetries is how often a call Telegram answered 429 is made again,
 	// after the retry_after it says. Default 3.
 	MaxRetries int
-	Logger     *slog.Logger
+	// NameTimeout bounds the name lookups (getChatMember) of one message
+	// (Names); users not named by then show as mentions. Default 2s.
+	NameTimeout time.Duration
+	// Clock dates the names Names caches. Default the system clock.
+	Clock  core.Clock
+	Logger *slog.Logger
 }
 
 // Client calls the Bot API. Sends and edits are paced per chat within
@@ -54,6 +61,7 @@ type Client struct {
 
 	mu     sync.Mutex
 	limits map[int64][]*rate.Limiter
+	names  *nameCache
 }
 
 // NewClient checks cfg and returns the client; it makes no call.
@@ -71,6 +79,12 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.MaxRetries <= 0 {
 		cfg.MaxRetries = 3
 	}
+	if cfg.NameTimeout <= 0 {
+		cfg.NameTimeout = 2 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = core.SystemClock{}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -80,7 +94,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telegram: %w", err)
 	}
-	return &Client{cfg: cfg, bot: b, log: cfg.Logger, limits: map[int64][]*rate.Limiter{}}, nil
+	return &Client{cfg: cfg, bot: b, log: cfg.Logger, limits: map[int64][]*rate.Limiter{}, names: newNameCache(maxCachedNames)}, nil
 }
 
 // Me returns the bot's own user (getMe).
@@ -143,6 +157,39 @@ func (c *Client) AnswerCallback(ctx context.Context, id, text string) error {
 		_, err := c.bot.AnswerCallbackQuery(ctx, &bot.AnswerCallbackQueryParams{CallbackQueryID: id, Text: text})
 		return err
 	})
+}
+
+// ChatMember returns the user that user is in chat (getChatMember): a
+// member, or one who left or was banned. Telegram refuses a user who never
+// was in chat: "Bad Request: user not found".
+func (c *Client) ChatMember(ctx context.Context, chat, user int64) (models.User, error) {
+	var m *models.ChatMember
+	err := c.retry(ctx, func() (err error) {
+		m, err = c.bot.GetChatMember(ctx, &bot.GetChatMemberParams{ChatID: chat, UserID: user})
+		return err
+	})
+	if err != nil {
+		return models.User{}, fmt.Errorf("telegram getChatMember %d in %d: %w", user, chat, err)
+	}
+	var u *models.User
+	switch m.Type {
+	case models.ChatMemberTypeOwner:
+		u = m.Owner.User
+	case models.ChatMemberTypeAdministrator:
+		u = &m.Administrator.User
+	case models.ChatMemberTypeMember:
+		u = m.Member.User
+	case models.ChatMemberTypeRestricted:
+		u = m.Restricted.User
+	case models.ChatMemberTypeLeft:
+		u = m.Left.User
+	case models.ChatMemberTypeBanned:
+		u = m.Banned.User
+	}
+	if u == nil || u.ID != user {
+		return models.User{}, fmt.Errorf("telegram getChatMember %d in %d: the answer names no such user", user, chat)
+	}
+	return *u, nil
 }
 
 // SetCommands registers the bot's commands (setMyCommands).

@@ -59,7 +59,9 @@ func (h *Handler) decide(ctx context.Context, act *chat.Action) (string, error) 
 	switch {
 	case errors.As(err, &notAllowed):
 		h.log.Info("telegram approval click refused", "approval", a.ID, "user", act.UserID, "why", notAllowed.Why)
-		return fmt.Sprintf("You may not decide this request: %s. Who may: %s.", notAllowed.Why, chat.WhoMay(a, Approvers)), nil
+		chatID, _ := ChatID(act.Channel) // 0 (no message): nobody is looked up
+		who := lookUp(ctx, h.cfg.Client, chatID, a.Policy.Approvers...)
+		return fmt.Sprintf("You may not decide this request: %s. Who may: %s.", notAllowed.Why, chat.WhoMay(a, who.plainList)), nil
 	case errors.As(err, &np):
 		return fmt.Sprintf("This request is already %s.", np.Status), nil
 	case err != nil:

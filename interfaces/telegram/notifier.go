@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-telegram/bot/models"
 
-	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
@@ -47,8 +47,9 @@ type NotifierConfig struct {
 // Notifier posts in Telegram what the engine has to say: finished runs'
 // answers (split at 4,096 characters, MarkdownV2-escaped), approval cards
 // with Approve / Deny buttons (chat.ApprovalRenderer), edited to the outcome
-// on every decision, and routine results (routine.ChatDeliverer). Every
-// message goes through the outbox, once.
+// on every decision, and routine results (routine.ChatDeliverer). Cards name
+// Telegram users as their chat shows them (Client.Names), else by a mention.
+// Every message goes through the outbox, once.
 type Notifier struct {
 	cfg NotifierConfig
 	sender
@@ -144,39 +145,36 @@ func (n *Notifier) RenderApproval(ctx context.Context, b core.Binding, a core.Ap
 	}
 	flow := chat.CardFlow{Outbox: n.outbox, Approvals: n.cfg.Store, Clock: n.cfg.Clock, Logger: n.log,
 		Post: func(ctx context.Context, key string, a core.Approval) (chat.Sent, error) {
-			card := chat.Card(a, r, Approvers)
-			return n.postOnce(ctx, key, chatID, threadID(b.Thread), CardText(card), Keyboard(card))
+			text, plain, kb := n.card(ctx, chatID, a, r)
+			return n.postOnceOr(ctx, key, chatID, threadID(b.Thread), text, plain, kb)
 		},
 		Edit: func(ctx context.Context, ref string, a core.Approval) error {
 			msgID, _ := strconv.Atoi(ref)
-			return n.edit(ctx, chatID, msgID, a, r)
+			text, plain, kb := n.card(ctx, chatID, a, r)
+			return withoutMentions(text, plain, func(text string) error {
+				return n.cfg.Client.Edit(ctx, chatID, msgID, text, kb)
+			})
 		},
 	}
 	return flow.Render(ctx, cardKey(a.ID), a)
 }
 
-func (n *Notifier) edit(ctx context.Context, chatID int64, msgID int, a core.Approval, r core.Run) error {
-	card := chat.Card(a, r, Approvers)
-	return n.cfg.Client.Edit(ctx, chatID, msgID, CardText(card), Keyboard(card))
-}
-
-// Approvers renders approver ids for a card: a Telegram user (its id or
-// principal telegram:<id>) as "user <id>", "requester" as the requester,
-// anything else (key:<name>, role:<role>, a person) as is.
-func Approvers(ids []string) string {
-	out := make([]string, 0, len(ids))
-	for _, id := range ids {
-		u := strings.TrimPrefix(id, chat.PlatformTelegram+":")
-		switch _, err := strconv.ParseInt(u, 10, 64); {
-		case id == approval.Requester:
-			out = append(out, "the requester")
-		case err == nil:
-			out = append(out, "user "+u)
-		default:
-			out = append(out, id)
-		}
+// card renders approval a's card for chat, naming its approvers and
+// decider as the chat shows them: its text (MarkdownV2), the text again
+// naming nobody by link (should Telegram refuse a mention), and its
+// keyboard.
+func (n *Notifier) card(ctx context.Context, chatID int64, a core.Approval, r core.Run) (text, plain string, kb models.ReplyMarkup) {
+	ids := a.Policy.Approvers
+	byName := a.DecidedByName != "" // else decided_by, an id, is shown
+	who := ids
+	if !byName && a.DecidedBy != "" {
+		who = append(slices.Clip(ids), a.DecidedBy)
 	}
-	return strings.Join(out, ", ")
+	p := lookUp(ctx, n.cfg.Client, chatID, who...)
+	c := chat.Card(a, r, p.plainList)
+	text = p.cardText(c, ids, byName)
+	p.noMentions = true
+	return text, p.cardText(c, ids, byName), Keyboard(c)
 }
 
 // Keyboard is the card's inline keyboard: Approve / Deny while pending,
@@ -203,8 +201,14 @@ type callbackButton struct {
 	CallbackData string `json:"callback_data"`
 }
 
-// CardText is the card's text, MarkdownV2.
-func CardText(c chat.ApprovalCard) string {
+// CardText is the card's text, MarkdownV2. A Telegram user id decider
+// (chat.DeciderShown) shows as a mention of them.
+func CardText(c chat.ApprovalCard) string { return people{}.cardText(c, nil, false) }
+
+// cardText is c's text, MarkdownV2, naming people as p does. approvers are
+// the policy's approver ids c.Approvers lists (chat.Card with p.plainList);
+// byName says c.DecidedBy is the decider's name, not their id.
+func (p people) cardText(c chat.ApprovalCard, approvers []string, byName bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%s* wants to run `%s`\n", Escape(c.Agent), escapeCode(c.Tool))
 	args := c.Arguments
@@ -214,11 +218,14 @@ func CardText(c chat.ApprovalCard) string {
 	fmt.Fprintf(&b, "```json\n%s\n```\n", escapeCode(args))
 	switch c.Status {
 	case "", string(core.ApprovalPending):
-		who := c.Approvers
-		if who == "" {
-			who = "anyone in this chat"
+		who := Escape(c.Approvers)
+		if rest, ok := strings.CutPrefix(c.Approvers, p.plainList(approvers)); ok && len(approvers) > 0 {
+			who = p.list(approvers, p.markdown) + Escape(rest) // rest: " (not the requester)"
 		}
-		fmt.Fprintf(&b, "Who may decide: %s\nExpires %s", Escape(who), Escape(c.ExpiresAt.UTC().Format("Jan 2 15:04 UTC")))
+		if c.Approvers == "" {
+			who = Escape("anyone in this chat")
+		}
+		fmt.Fprintf(&b, "Who may decide: %s\nExpires %s", who, Escape(c.ExpiresAt.UTC().Format("Jan 2 15:04 UTC")))
 	case string(core.ApprovalExpired):
 		b.WriteString("⌛ *Expired*: nobody decided in time")
 	case string(core.ApprovalCancelled):
@@ -228,7 +235,7 @@ func CardText(c chat.ApprovalCard) string {
 		if c.Status == string(core.ApprovalDenied) {
 			mark = "❌"
 		}
-		fmt.Fprintf(&b, "%s *%s* by %s", mark, Escape(strings.ToUpper(c.Status[:1])+c.Status[1:]), Escape(decider(c.DecidedBy)))
+		fmt.Fprintf(&b, "%s *%s* by %s", mark, Escape(strings.ToUpper(c.Status[:1])+c.Status[1:]), p.decider(c.DecidedBy, byName))
 		if c.Reason != "" {
 			fmt.Fprintf(&b, ": %s", Escape(c.Reason))
 		}
@@ -236,17 +243,19 @@ func CardText(c chat.ApprovalCard) string {
 	return b.String()
 }
 
+// decider shows who decided, MarkdownV2: by (chat.DeciderShown) is their
+// name when byName, else their id (a Telegram user's is named as p does).
+func (p people) decider(by string, byName bool) string {
+	switch _, isUser := telegramUser(by); {
+	case by == "":
+		return "someone"
+	case isUser && !byName:
+		return p.markdown(by)
+	}
+	return Escape(by)
+}
+
 // escapeCode escapes text inside a MarkdownV2 code entity: only ` and \.
 func escapeCode(s string) string {
 	return strings.NewReplacer("\\", "\\\\", "`", "\\`").Replace(s)
-}
-
-func decider(by string) string {
-	if by == "" {
-		return "someone"
-	}
-	if _, err := strconv.ParseInt(by, 10, 64); err == nil {
-		return "user " + by
-	}
-	return by
 }

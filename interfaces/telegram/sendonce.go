@@ -25,10 +25,20 @@ type sender struct {
 // postOnce posts text (MarkdownV2) unless an earlier attempt under key did
 // or may have; the result's Ref is the message id.
 func (s sender) postOnce(ctx context.Context, key string, chatID int64, thread int, text string, markup models.ReplyMarkup) (chat.Sent, error) {
+	return s.postOnceOr(ctx, key, chatID, thread, text, text, markup)
+}
+
+// postOnceOr is postOnce posting plain (text naming nobody by link) instead
+// should Telegram refuse a mention in text.
+func (s sender) postOnceOr(ctx context.Context, key string, chatID int64, thread int, text, plain string, markup models.ReplyMarkup) (chat.Sent, error) {
 	once := chat.Sender{Outbox: s.outbox, Clock: s.clock, Logger: s.log, Platform: chat.PlatformTelegram,
 		MaybePosted: func(err error) bool { return errors.Is(err, ErrMaybePosted) }}
 	return once.PostOnce(ctx, key, func(ctx context.Context) (string, error) {
-		id, err := s.client.Send(ctx, chatID, thread, text, markup)
+		var id int
+		err := withoutMentions(text, plain, func(text string) (err error) {
+			id, err = s.client.Send(ctx, chatID, thread, text, markup)
+			return err
+		})
 		return strconv.Itoa(id), err
 	})
 }

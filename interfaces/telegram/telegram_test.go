@@ -114,6 +114,8 @@ func newEnv(t *testing.T, groupMode string, liveInterval ...time.Duration) *env 
 	t.Cleanup(func() { db.Close() })
 	e := &env{db: db, fake: telegramtest.New(token), routines: &fakeRoutines{}, release: make(chan struct{})}
 	t.Cleanup(e.fake.Close)
+	e.fake.Join(groupID, telegramtest.User{ID: anaID, FirstName: "Ana", Username: "ana_ops"})
+	e.fake.Join(groupID, telegramtest.User{ID: bobID, FirstName: "Bob", Username: "bob_dev"})
 	if e.client, err = telegram.NewClient(telegram.ClientConfig{Token: token, APIURL: e.fake.URL}); err != nil {
 		t.Fatal(err)
 	}
@@ -395,8 +397,8 @@ func TestApprovalCardAndClicks(t *testing.T) {
 	if !strings.Contains(card.Text, `prod\-1`) && !strings.Contains(card.Text, `"env": "prod-1"`) {
 		t.Fatalf("card text = %q", card.Text)
 	}
-	if !strings.Contains(card.Text, "Who may decide: user 5550001") {
-		t.Fatalf("card text = %q, want who may decide (ana as a user id)", card.Text)
+	if !strings.Contains(card.Text, `Who may decide: @ana\_ops`) {
+		t.Fatalf("card text = %q, want who may decide: ana by her @handle", card.Text)
 	}
 
 	// refused checks that a click was answered with a refusal saying why,
@@ -417,6 +419,9 @@ func TestApprovalCardAndClicks(t *testing.T) {
 	// bob is not an approver: refused, even from the card.
 	click(t, e, "815000010", "q-bob", bobID, card, approve)
 	refused("bob's click", "q-bob", "not in the tool's approvers")
+	if ans, _ := e.fake.Answer("q-bob"); !strings.Contains(ans, "Who may: @ana_ops.") {
+		t.Fatalf("bob's refusal = %q, want it to name who may decide: @ana_ops", ans)
+	}
 
 	// Forged callbacks: the card's callback_data from ana, an approver, but
 	// from another chat (her private chat, on the card's message id) or on

@@ -1,14 +1,16 @@
 // Package telegramtest is a fake Telegram Bot API server for tests: it
 // serves /bot<token>/<method> for the methods agentgate calls, in the Bot
 // API's wire format (multipart, form or JSON parameters; {"ok":…} answers),
-// records what was sent and edited, serves getUpdates with offsets, and can
-// answer 429 with retry_after.
+// records what was sent and edited, serves getUpdates with offsets, answers
+// getChatMember for the members it was given (Join), and can answer 429 with
+// retry_after or not answer at all (Stall).
 package telegramtest
 
 import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +26,14 @@ type Message struct {
 	ParseMode   string
 	ReplyMarkup string // JSON, as sent
 	Edits       int
+}
+
+// User is a Telegram user, as getChatMember answers with them.
+type User struct {
+	ID        int64
+	FirstName string // required by Telegram
+	LastName  string
+	Username  string // without the @
 }
 
 // Server is the fake Bot API.
@@ -43,13 +53,18 @@ type Server struct {
 	ids      []int64
 	offsets  []int64 // offsets getUpdates was called with
 	fail     map[string]int
+	stall    map[string]bool
+	calls    map[string]int
+	members  map[int64]map[int64]User // chat → user id → user
+	strict   bool                     // refuse mentions of users in no chat
 	changed  chan struct{}
 }
 
 // New starts a fake Bot API for token.
 func New(token string) *Server {
 	s := &Server{Token: token, BotID: 7000000001, BotUsername: "agentgate_bot", answers: map[string]string{},
-		fail: map[string]int{}, changed: make(chan struct{}), nextID: 100}
+		fail: map[string]int{}, stall: map[string]bool{}, calls: map[string]int{}, members: map[int64]map[int64]User{},
+		changed: make(chan struct{}), nextID: 100}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -119,6 +134,41 @@ func (s *Server) Fail429(method string, n int) {
 	s.fail[method] = n
 }
 
+// Join makes u a member of chat: getChatMember answers with them there.
+func (s *Server) Join(chat int64, u User) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.members[chat] == nil {
+		s.members[chat] = map[int64]User{}
+	}
+	s.members[chat][u.ID] = u
+}
+
+// Calls returns how often method was called.
+func (s *Server) Calls(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[method]
+}
+
+// Stall makes calls of method get no answer: each waits until its caller
+// gives up.
+func (s *Server) Stall(method string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stall[method] = true
+}
+
+// RefuseStrangerMentions makes sendMessage and editMessageText refuse a
+// MarkdownV2 text mentioning (tg://user?id=) a user who is a member of no
+// chat here, as Telegram does when it will not let the bot mention a user
+// (one who never was in the chat nor wrote to the bot).
+func (s *Server) RefuseStrangerMentions() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.strict = true
+}
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	prefix := "/bot" + s.Token + "/"
 	if !strings.HasPrefix(r.URL.Path, prefix) {
@@ -128,6 +178,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	method := strings.TrimPrefix(r.URL.Path, prefix)
 	p := params(r)
 	s.mu.Lock()
+	s.calls[method]++
+	if s.stall[method] {
+		s.mu.Unlock()
+		<-r.Context().Done()
+		return
+	}
 	if s.fail[method] > 0 {
 		s.fail[method]--
 		s.mu.Unlock()
@@ -157,13 +213,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		reply(w, 200, true, "")
 	case "getUpdates":
 		s.getUpdates(w, r, p)
+	case "getChatMember":
+		s.chatMember(w, p)
 	default:
 		reply(w, http.StatusNotFound, nil, "Not Found: method not found")
 	}
 }
 
 // badMarkdownV2 is Telegram's refusal of MarkdownV2 text with a reserved
-// character left unescaped outside code (the usual mistake), or "".
+// character left unescaped outside code and link URLs (the usual mistake),
+// or "".
 func badMarkdownV2(text string) string {
 	code := false
 	for i := 0; i < len(text); i++ {
@@ -172,6 +231,13 @@ func badMarkdownV2(text string) string {
 			i++ // escapes the next character
 		case c == '`':
 			code = !code
+		case !code && strings.HasPrefix(text[i:], "]("):
+			// An inline link's URL: only ) and \ are escaped there.
+			for i += 2; i < len(text) && text[i] != ')'; i++ {
+				if text[i] == '\\' {
+					i++
+				}
+			}
 		case !code && strings.IndexByte(".!-+=#{}", c) >= 0:
 			return "Bad Request: can't parse entities: Character '" + string(c) + "' is reserved and must be escaped with the preceding '\\'"
 		}
@@ -186,6 +252,60 @@ func badText(p map[string]string) string {
 	return badMarkdownV2(p["text"])
 }
 
+// mentionPattern is an inline mention of a user by id in MarkdownV2.
+var mentionPattern = regexp.MustCompile(`\]\(tg://user\?id=(\d+)\)`)
+
+// badMention is Telegram's refusal of a mention of a user in no chat here
+// (with RefuseStrangerMentions), or "".
+func (s *Server) badMention(p map[string]string) string {
+	if p["parse_mode"] != "MarkdownV2" {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.strict {
+		return ""
+	}
+	for _, m := range mentionPattern.FindAllStringSubmatch(p["text"], -1) {
+		id, _ := strconv.ParseInt(m[1], 10, 64)
+		known := false
+		for _, members := range s.members {
+			_, in := members[id]
+			known = known || in
+		}
+		if !known {
+			return "Bad Request: ENTITY_MENTION_USER_INVALID"
+		}
+	}
+	return ""
+}
+
+// chatMember answers getChatMember: a member's ChatMemberMember, else
+// Telegram's refusal of a user who never was in the chat.
+func (s *Server) chatMember(w http.ResponseWriter, p map[string]string) {
+	chat, err1 := strconv.ParseInt(p["chat_id"], 10, 64)
+	id, err2 := strconv.ParseInt(p["user_id"], 10, 64)
+	if err1 != nil || err2 != nil {
+		reply(w, http.StatusBadRequest, nil, "Bad Request: chat_id and user_id are required")
+		return
+	}
+	s.mu.Lock()
+	u, ok := s.members[chat][id]
+	s.mu.Unlock()
+	if !ok {
+		reply(w, http.StatusBadRequest, nil, "Bad Request: user not found")
+		return
+	}
+	user := map[string]any{"id": u.ID, "is_bot": false, "first_name": u.FirstName}
+	if u.LastName != "" {
+		user["last_name"] = u.LastName
+	}
+	if u.Username != "" {
+		user["username"] = u.Username
+	}
+	reply(w, 200, map[string]any{"status": "member", "user": user}, "")
+}
+
 // badMarkup is Telegram's refusal of a reply_markup it cannot take, or "".
 func badMarkup(markup string) string {
 	if strings.Contains(strings.ReplaceAll(markup, " ", ""), `"copy_text":{"text":""}`) {
@@ -195,7 +315,7 @@ func badMarkup(markup string) string {
 }
 
 func (s *Server) send(w http.ResponseWriter, p map[string]string) {
-	if bad := badMarkup(p["reply_markup"]) + badText(p); bad != "" {
+	if bad := badMarkup(p["reply_markup"]) + badText(p) + s.badMention(p); bad != "" {
 		reply(w, http.StatusBadRequest, nil, bad)
 		return
 	}
@@ -220,7 +340,7 @@ func (s *Server) send(w http.ResponseWriter, p map[string]string) {
 }
 
 func (s *Server) edit(w http.ResponseWriter, p map[string]string) {
-	if bad := badMarkup(p["reply_markup"]) + badText(p); bad != "" {
+	if bad := badMarkup(p["reply_markup"]) + badText(p) + s.badMention(p); bad != "" {
 		reply(w, http.StatusBadRequest, nil, bad)
 		return
 	}

@@ -1,0 +1,219 @@
+package telegram
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-telegram/bot"
+
+	approval "github.com/agentgate/agentgate/approvals"
+	"github.com/agentgate/agentgate/interfaces/chat"
+)
+
+// How long Names keeps what Telegram said of a user in a chat: their name,
+// or that it has none for them (not in the chat, or the lookup failed), and
+// how many answers it keeps at most.
+const (
+	nameTTL        = time.Hour
+	noNameTTL      = 5 * time.Minute
+	maxCachedNames = 10_000
+)
+
+// Names returns how chat shows each of users: "@username" when they have
+// one, else their first and last name (getChatMember). A user Telegram does
+// not name there (never in the chat, or the lookup failed or was not done
+// within NameTimeout for all of users) is left out. Answers are cached per
+// chat and user, an hour for a name and five minutes for none, so a
+// message costs at most one lookup per user an hour.
+func (c *Client) Names(ctx context.Context, chat int64, users []int64) map[int64]string {
+	out := make(map[int64]string, len(users))
+	if chat == 0 {
+		return out
+	}
+	lookups, cancel := context.WithTimeout(ctx, c.cfg.NameTimeout)
+	defer cancel()
+	for _, user := range users {
+		key := nameKey{chat: chat, user: user}
+		if name, cached := c.names.get(key, c.cfg.Clock.Now()); cached {
+			if name != "" {
+				out[user] = name
+			}
+			continue
+		}
+		if lookups.Err() != nil {
+			continue // out of time: not looked up, nothing to cache
+		}
+		u, err := c.ChatMember(lookups, chat, user)
+		switch {
+		case err == nil:
+			out[user] = userName(u)
+			c.names.put(key, out[user], c.cfg.Clock.Now(), nameTTL)
+		case ctx.Err() != nil: // the caller gave up, Telegram did not answer
+		default:
+			if errors.Is(err, bot.ErrorBadRequest) {
+				c.log.Debug("telegram: no name for a user in a chat", "chat", chat, "user", user, "err", err)
+			} else {
+				c.log.Warn("telegram: name lookup failed; the user shows as a mention", "chat", chat, "user", user, "err", err)
+			}
+			c.names.put(key, "", c.cfg.Clock.Now(), noNameTTL)
+		}
+	}
+	return out
+}
+
+type nameKey struct{ chat, user int64 }
+
+type cachedName struct {
+	name  string // "": Telegram has none for the user in the chat
+	until time.Time
+}
+
+// nameCache holds at most max names; when full, expired ones go first,
+// then the one closest to expiring.
+type nameCache struct {
+	mu  sync.Mutex
+	max int
+	m   map[nameKey]cachedName
+}
+
+func newNameCache(max int) *nameCache { return &nameCache{max: max, m: map[nameKey]cachedName{}} }
+
+func (c *nameCache) get(k nameKey, now time.Time) (name string, cached bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok || !now.Before(e.until) {
+		return "", false
+	}
+	return e.name, true
+}
+
+func (c *nameCache) put(k nameKey, name string, now time.Time, ttl time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[k]; !ok && len(c.m) >= c.max {
+		c.evict(now)
+	}
+	c.m[k] = cachedName{name: name, until: now.Add(ttl)}
+}
+
+// evict drops the entries expired at now, or else the one closest to
+// expiring.
+func (c *nameCache) evict(now time.Time) {
+	var first nameKey
+	var firstUntil time.Time
+	for k, e := range c.m {
+		if !now.Before(e.until) {
+			delete(c.m, k)
+			continue
+		}
+		if firstUntil.IsZero() || e.until.Before(firstUntil) {
+			first, firstUntil = k, e.until
+		}
+	}
+	if len(c.m) >= c.max {
+		delete(c.m, first)
+	}
+}
+
+// people is how a message names the people it is about, in one chat:
+// Telegram users by the name the chat shows (Client.Names), else as a
+// mention of them, which Telegram's apps show as a link to their profile.
+type people struct {
+	names      map[int64]string // Telegram user id → "@username" or name
+	noMentions bool             // Telegram refused a mention: name nobody by link
+}
+
+// lookUp names the Telegram users among ids (approver or principal ids) in
+// chat.
+func lookUp(ctx context.Context, c *Client, chat int64, ids ...string) people {
+	var users []int64
+	for _, id := range ids {
+		if u, ok := telegramUser(id); ok {
+			users = append(users, u)
+		}
+	}
+	if len(users) == 0 {
+		return people{}
+	}
+	return people{names: c.Names(ctx, chat, users)}
+}
+
+// telegramUser is the Telegram user id or principal (telegram:<id>).
+func telegramUser(id string) (int64, bool) {
+	u, err := strconv.ParseInt(strings.TrimPrefix(id, chat.PlatformTelegram+":"), 10, 64)
+	return u, err == nil && u > 0
+}
+
+// someone is a Telegram user in plain text when their chat does not name
+// them; mentionText is the text of a mention of them.
+const (
+	someone     = "a Telegram user"
+	mentionText = "Telegram user"
+)
+
+// plain shows id as plain text: a Telegram user (id or telegram:<id>) by
+// name, else as "a Telegram user"; "requester" as "the requester"; anything
+// else (key:<name>, role:<role>, a person's name) as is.
+func (p people) plain(id string) string {
+	if id == approval.Requester {
+		return "the requester"
+	}
+	if u, ok := telegramUser(id); ok {
+		if name, ok := p.names[u]; ok {
+			return name
+		}
+		return someone
+	}
+	return id
+}
+
+// markdown shows id in MarkdownV2 as plain does, except that a Telegram
+// user the chat does not name is a mention: [Telegram user](tg://user?id=…).
+func (p people) markdown(id string) string {
+	if u, ok := telegramUser(id); ok && !p.noMentions {
+		if _, named := p.names[u]; !named {
+			return "[" + mentionText + "](tg://user?id=" + strconv.FormatInt(u, 10) + ")"
+		}
+	}
+	return Escape(p.plain(id))
+}
+
+// list shows ids, each as show does, separated by commas.
+func (p people) list(ids []string, show func(id string) string) string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = show(id)
+	}
+	return strings.Join(out, ", ")
+}
+
+// plainList is list in plain text: chat.Card's and chat.WhoMay's approvers.
+func (p people) plainList(ids []string) string { return p.list(ids, p.plain) }
+
+// Approvers renders approver ids in plain text without asking Telegram who
+// they are: a Telegram user (its id or principal telegram:<id>) as "a
+// Telegram user", "requester" as the requester, anything else (key:<name>,
+// role:<role>, a person) as is. The notifier and the handler name Telegram
+// users as their chat shows them (Client.Names).
+func Approvers(ids []string) string { return people{}.plainList(ids) }
+
+// mentionRefused reports whether Telegram refused a text for a mention of
+// a user it will not let the bot mention (ENTITY_MENTION_USER_INVALID).
+func mentionRefused(err error) bool {
+	return errors.Is(err, bot.ErrorBadRequest) && strings.Contains(strings.ToUpper(err.Error()), "MENTION")
+}
+
+// withoutMentions calls send with text, and with plain (the same text
+// naming nobody by link) should Telegram refuse a mention in text.
+func withoutMentions(text, plain string, send func(text string) error) error {
+	err := send(text)
+	if err != nil && plain != text && mentionRefused(err) {
+		return send(plain)
+	}
+	return err
+}
