@@ -57,6 +57,7 @@ type Server struct {
 	calls    map[string]int
 	members  map[int64]map[int64]User // chat → user id → user
 	strict   bool                     // refuse mentions of users in no chat
+	stop     chan struct{}            // closed by Close: stalled calls end
 	changed  chan struct{}
 }
 
@@ -64,9 +65,21 @@ type Server struct {
 func New(token string) *Server {
 	s := &Server{Token: token, BotID: 7000000001, BotUsername: "agentgate_bot", answers: map[string]string{},
 		fail: map[string]int{}, stall: map[string]bool{}, calls: map[string]int{}, members: map[int64]map[int64]User{},
-		changed: make(chan struct{}), nextID: 100}
+		changed: make(chan struct{}), nextID: 100, stop: make(chan struct{})}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
+}
+
+// Close ends stalled calls, then closes the server.
+func (s *Server) Close() {
+	s.mu.Lock()
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	s.mu.Unlock()
+	s.Server.Close()
 }
 
 // Changed returns a channel closed at the next change (a message sent or
@@ -181,7 +194,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.calls[method]++
 	if s.stall[method] {
 		s.mu.Unlock()
-		<-r.Context().Done()
+		select { // until the caller gives up, or the server closes
+		case <-r.Context().Done():
+		case <-s.stop:
+		}
 		return
 	}
 	if s.fail[method] > 0 {
