@@ -26,26 +26,25 @@ func scanAudit(s scanner, extra ...any) (core.AuditEntry, error) {
 	return e, nil
 }
 
-// insertAuditTx appends e inside tx; an entry without a time gets at, one
-// without an outcome core.AuditOK. e.ID is ignored (the table assigns it).
-func insertAuditTx(ctx context.Context, tx *txn, e core.AuditEntry, at time.Time) error {
+// insertAuditTx queues the append of e inside tx; an entry without a time
+// gets at, one without an outcome core.AuditOK. e.ID is ignored (the table
+// assigns it).
+func insertAuditTx(tx *txn, e core.AuditEntry, at time.Time) {
 	if e.At.IsZero() {
 		e.At = at
 	}
 	if e.Outcome == "" {
 		e.Outcome = core.AuditOK
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO audit (at, principal, route, action, target, outcome, detail)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`, e.At, e.Principal, e.Route, e.Action, e.Target, e.Outcome, e.Detail); err != nil {
-		return fmt.Errorf("append audit %s of %s: %w", e.Action, e.Target, err)
-	}
-	return nil
+	tx.Later(`INSERT INTO audit (at, principal, route, action, target, outcome, detail)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, e.At, e.Principal, e.Route, e.Action, e.Target, e.Outcome, e.Detail).
+		Wrap(fmt.Sprintf("append audit %s of %s", e.Action, e.Target))
 }
 
 // AppendAudit implements core.AuditLog; At defaults to the store's clock.
 func (db *DB) AppendAudit(ctx context.Context, e core.AuditEntry) error {
 	now := db.opts.Clock.Now()
-	if err := db.tx(ctx, func(tx *txn) error { return insertAuditTx(ctx, tx, e, now) }); err != nil {
+	if err := db.tx(ctx, func(tx *txn) error { insertAuditTx(tx, e, now); return nil }); err != nil {
 		return fmt.Errorf("append audit: %w", err)
 	}
 	return nil

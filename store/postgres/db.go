@@ -12,8 +12,9 @@
 //   - session row (FOR NO KEY UPDATE, or the upsert's lock in CreateRun):
 //     CreateRun, FinishRun and CancelRun of one session serialize, so "finish
 //     the head, enqueue the next run" always sees every run created before it;
-//   - run row (FOR UPDATE, or the claiming UPDATE): claims, appends, pauses,
-//     finishes and decisions of one run serialize, so journal seqs never clash;
+//   - run row (FOR UPDATE, or the UPDATE that claims or appends): claims,
+//     appends, pauses, finishes and decisions of one run serialize, so
+//     journal seqs never clash;
 //   - approval decisions are a compare-and-set (UPDATE … WHERE status =
 //     'pending' RETURNING);
 //   - Dequeue takes a due job with FOR UPDATE SKIP LOCKED;
@@ -441,36 +442,6 @@ func keyHash(s string) int32 {
 	return int32(h.Sum32())
 }
 
-// txn is a transaction that remembers whether it enqueued a job.
-type txn struct {
-	pgx.Tx
-	enqueued bool
-}
-
-// tx runs fn in a READ COMMITTED transaction (the locking in this package
-// relies on each statement seeing what committed before it started) and
-// commits when fn returns nil. A transaction that enqueued jobs notifies
-// listeners (delivered on commit) and wakes local waiting Dequeue calls.
-func (db *DB) tx(ctx context.Context, fn func(tx *txn) error) error {
-	var t *txn
-	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		t = &txn{Tx: tx}
-		if err := fn(t); err != nil {
-			return err
-		}
-		if t.enqueued {
-			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, db.opts.Schema); err != nil {
-				return fmt.Errorf("notify: %w", err)
-			}
-		}
-		return nil
-	})
-	if err == nil && t.enqueued {
-		db.wake()
-	}
-	return err
-}
-
 // wake tells waiting Dequeue calls that a job may be due.
 func (db *DB) wake() {
 	db.mu.Lock()
@@ -555,14 +526,16 @@ func (db *DB) listenOnce(ctx context.Context) (listened bool, err error) {
 // jobKeyHash is the advisory lock key of a job key.
 func jobKeyHash(key string) int32 { return keyHash("job:" + key) }
 
-// enqueueTx adds jobs inside tx (the transactional enqueue used by the
-// store's state changes and by Enqueue). A job with a non-empty key is
-// coalesced into a waiting (undelivered, not dead) job with the same key,
-// whose due time moves earlier if needed; the enqueues of one key serialize
-// on an advisory lock held until commit, so two of them never both insert.
-func (db *DB) enqueueTx(ctx context.Context, tx *txn, jobs ...core.Job) error {
+// enqueueTx queues the adding of jobs inside tx (the transactional enqueue
+// used by the store's state changes and by Enqueue): they go out with the
+// transaction's next round trip, and tx notifies listeners. A job with a
+// non-empty key is coalesced into a waiting (undelivered, not dead) job with
+// the same key, whose due time moves earlier if needed; the enqueues of one
+// key serialize on an advisory lock held until commit, so two of them never
+// both insert.
+func (db *DB) enqueueTx(tx *txn, jobs ...core.Job) {
 	if len(jobs) == 0 {
-		return nil
+		return
 	}
 	now := db.opts.Clock.Now()
 	// Lock keys in one order (by lock key) so that transactions enqueueing
@@ -571,7 +544,10 @@ func (db *DB) enqueueTx(ctx context.Context, tx *txn, jobs ...core.Job) error {
 	slices.SortStableFunc(jobs, func(a, b core.Job) int {
 		return int(int64(jobKeyHash(a.Key)) - int64(jobKeyHash(b.Key)))
 	})
-	b := &pgx.Batch{}
+	what := fmt.Sprintf("enqueue %d jobs", len(jobs))
+	if len(jobs) == 1 {
+		what = fmt.Sprintf("enqueue %s job", jobs[0].Kind)
+	}
 	for _, j := range jobs {
 		runAt := j.RunAt
 		if runAt.IsZero() {
@@ -586,29 +562,22 @@ func (db *DB) enqueueTx(ctx context.Context, tx *txn, jobs ...core.Job) error {
 			payload = []byte("null")
 		}
 		if j.Key == "" {
-			b.Queue(`INSERT INTO jobs (id, kind, key, payload, max_attempts, visible_at, created_at)
-				VALUES ($1, $2, '', $3, $4, $5, $6)`, id, j.Kind, payload, j.MaxAttempts, runAt, now)
+			tx.Later(`INSERT INTO jobs (id, kind, key, payload, max_attempts, visible_at, created_at)
+				VALUES ($1, $2, '', $3, $4, $5, $6)`, id, j.Kind, payload, j.MaxAttempts, runAt, now).Wrap(what)
 			continue
 		}
 		// Separate statements: the upsert's snapshot must be taken after
 		// the lock is held, so that it sees the job another holder inserted.
-		b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, lockClassJobKey, jobKeyHash(j.Key))
-		b.Queue(`WITH waiting AS (
+		tx.Later(`SELECT pg_advisory_xact_lock($1, $2)`, lockClassJobKey, jobKeyHash(j.Key)).Wrap(what)
+		tx.Later(`WITH waiting AS (
 				UPDATE jobs SET visible_at = LEAST(visible_at, $5)
 				WHERE key = $3 AND consumer = '' AND dead_at IS NULL
 				RETURNING 1)
 			INSERT INTO jobs (id, kind, key, payload, max_attempts, visible_at, created_at)
 			SELECT $1, $2, $3, $4, $6, $5, $7 WHERE NOT EXISTS (SELECT 1 FROM waiting)`,
-			id, j.Kind, j.Key, payload, runAt, j.MaxAttempts, now)
-	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		if len(jobs) == 1 {
-			return fmt.Errorf("enqueue %s job: %w", jobs[0].Kind, err)
-		}
-		return fmt.Errorf("enqueue %d jobs: %w", len(jobs), err)
+			id, j.Kind, j.Key, payload, runAt, j.MaxAttempts, now).Wrap(what)
 	}
 	tx.enqueued = true
-	return nil
 }
 
 // utc converts a time read from the database (local zone) to UTC.

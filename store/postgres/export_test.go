@@ -8,3 +8,7 @@ func (db *DB) ListenerReady() <-chan struct{} { return db.listenReady }
 // JobKeyLock returns the advisory lock that Enqueue takes for a job key, so
 // a test can hold it and stop a transaction at its enqueue.
 func JobKeyLock(key string) (class, objid int32) { return lockClassJobKey, jobKeyHash(key) }
+
+// NewConns counts the connections the pool has opened, so a test can tell
+// a connection reused from one replaced.
+func (db *DB) NewConns() int64 { return db.pool.Stat().NewConnsCount() }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentgate/agentgate/core"
 )
@@ -87,27 +88,38 @@ func (db *DB) SettleInbox(ctx context.Context, platform, key, reason string, at 
 	return nil
 }
 
-// markInboxTx records, inside CreateRun's transaction, that the message
-// (platform, key) started run runID: a message the ingest path appended and
-// nobody processed yet is marked processed, an unknown one is inserted
-// processed. It returns a *core.DuplicateError when the message was
-// processed already. The upsert locks the row: a concurrent CreateRun of the
-// same message waits for this transaction and then finds it processed.
-func markInboxTx(ctx context.Context, tx *txn, platform, key, runID string, at time.Time) error {
-	tag, err := tx.Exec(ctx, `INSERT INTO inbox (platform, dedupe_key, received_at, run_id, processed_at)
+// inboxMark is the mark markInboxTx queued.
+type inboxMark struct {
+	platform, key string
+	tag           pgconn.CommandTag
+}
+
+// markInboxTx queues, inside CreateRun's transaction, the record that the
+// message (platform, key) started run runID: a message the ingest path
+// appended and nobody processed yet is marked processed, an unknown one is
+// inserted processed. After the next round trip, check tells whether the
+// message was processed already. The upsert locks the row: a concurrent
+// CreateRun of the same message waits for this transaction and then finds it
+// processed.
+func markInboxTx(tx *txn, platform, key, runID string, at time.Time) *inboxMark {
+	m := &inboxMark{platform: platform, key: key}
+	tx.Later(`INSERT INTO inbox (platform, dedupe_key, received_at, run_id, processed_at)
 		VALUES ($1, $2, $3, $4, $3)
 		ON CONFLICT (platform, dedupe_key) DO UPDATE SET run_id = EXCLUDED.run_id,
 			processed_at = EXCLUDED.processed_at, payload = NULL, error = '', claimed_by = '', claim_until = '-infinity'
-		WHERE inbox.processed_at IS NULL`, platform, key, at, runID)
-	if err != nil {
-		return fmt.Errorf("mark inbox: %w", err)
-	}
-	if tag.RowsAffected() == 1 {
+		WHERE inbox.processed_at IS NULL`, platform, key, at, runID).Tag(&m.tag).Wrap("mark inbox")
+	return m
+}
+
+// check returns a *core.DuplicateError when the message was processed
+// already, once the mark went out.
+func (m *inboxMark) check(ctx context.Context, tx *txn) error {
+	if m.tag.RowsAffected() == 1 {
 		return nil
 	}
-	dup := &core.DuplicateError{Platform: platform, Key: key}
+	dup := &core.DuplicateError{Platform: m.platform, Key: m.key}
 	if err := tx.QueryRow(ctx, `SELECT run_id FROM inbox WHERE platform = $1 AND dedupe_key = $2`,
-		platform, key).Scan(&dup.RunID); err != nil {
+		m.platform, m.key).Scan(&dup.RunID); err != nil {
 		return fmt.Errorf("mark inbox: %w", err)
 	}
 	return dup

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,12 +22,13 @@ import (
 // jobColumns are the columns scanJob reads, in order.
 const jobColumns = `id, kind, key, payload, attempt, max_attempts, visible_at, last_error, created_at, lease`
 
-// scanJob reads one row of jobColumns.
-func (db *DB) scanJob(row scanner) (core.Job, error) {
+// scanJob reads one row of jobColumns, then the extra columns.
+func (db *DB) scanJob(row scanner, extra ...any) (core.Job, error) {
 	var j core.Job
 	var payload []byte
-	if err := row.Scan(&j.ID, &j.Kind, &j.Key, &payload, &j.Attempt, &j.MaxAttempts,
-		&j.RunAt, &j.LastError, &j.CreatedAt, &j.Lease); err != nil {
+	dest := append([]any{&j.ID, &j.Kind, &j.Key, &payload, &j.Attempt, &j.MaxAttempts,
+		&j.RunAt, &j.LastError, &j.CreatedAt, &j.Lease}, extra...)
+	if err := row.Scan(dest...); err != nil {
 		return core.Job{}, err
 	}
 	j.Payload = payload
@@ -50,7 +50,7 @@ func (db *DB) maxAttempts(n int) int {
 // unique); otherwise one is generated. Waiting Dequeue calls in this and
 // other processes are notified when the job commits.
 func (db *DB) Enqueue(ctx context.Context, j core.Job) error {
-	return db.tx(ctx, func(tx *txn) error { return db.enqueueTx(ctx, tx, j) })
+	return db.tx(ctx, func(tx *txn) error { db.enqueueTx(tx, j); return nil })
 }
 
 // Dequeue blocks until a job is due and leases it to consumer; see
@@ -77,51 +77,37 @@ func (db *DB) TryDequeue(ctx context.Context, consumer string, lease time.Durati
 	if lease <= 0 {
 		return core.Job{}, false, fmt.Errorf("dequeue: lease must be positive, got %s", lease)
 	}
-	var (
-		j  core.Job
-		ok bool
-	)
-	err := db.tx(ctx, func(tx *txn) error {
-		now := db.opts.Clock.Now()
-		for {
-			var err error
-			j, err = db.scanJob(tx.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs
-				WHERE dead_at IS NULL AND visible_at <= $1
-				ORDER BY visible_at, pk LIMIT 1 FOR UPDATE SKIP LOCKED`, now))
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if j.Attempt >= j.MaxAttempts {
-				reason := "delivery limit reached: " + strconv.Itoa(j.Attempt) + " attempts"
-				if j.LastError != "" {
-					reason += "; last error: " + j.LastError
-				}
-				if _, err := tx.Exec(ctx, `UPDATE jobs SET dead_at = $1, last_error = $2, consumer = '', lease = ''
-					WHERE id = $3`, now, reason, j.ID); err != nil {
-					return err
-				}
-				continue
-			}
-			j.Attempt++
-			j.Lease = core.NewID("lease")
-			if _, err := tx.Exec(ctx, `UPDATE jobs SET consumer = $1, lease = $2, attempt = $3, visible_at = $4
-				WHERE id = $5`, consumer, j.Lease, j.Attempt, now.Add(lease), j.ID); err != nil {
-				return err
-			}
-			ok = true
-			return nil
+	now := db.opts.Clock.Now()
+	for {
+		// One statement: the oldest due job is dead-lettered when it used
+		// up its deliveries (then look again), else leased.
+		var spent bool
+		token := core.NewID("lease")
+		j, err := db.scanJob(db.pool.QueryRow(ctx, `WITH next AS (
+				SELECT pk, visible_at, attempt >= CASE WHEN max_attempts > 0 THEN max_attempts ELSE $2 END AS spent
+				FROM jobs WHERE dead_at IS NULL AND visible_at <= $1
+				ORDER BY visible_at, pk LIMIT 1 FOR UPDATE SKIP LOCKED)
+			UPDATE jobs SET
+				dead_at = CASE WHEN spent THEN $1::timestamptz END,
+				last_error = CASE WHEN NOT spent THEN last_error
+					ELSE 'delivery limit reached: ' || attempt || ' attempts'
+						|| CASE WHEN last_error = '' THEN '' ELSE '; last error: ' || last_error END END,
+				consumer = CASE WHEN spent THEN '' ELSE $3 END,
+				lease = CASE WHEN spent THEN '' ELSE $4 END,
+				attempt = CASE WHEN spent THEN attempt ELSE attempt + 1 END,
+				visible_at = CASE WHEN spent THEN jobs.visible_at ELSE $5::timestamptz END
+			FROM next WHERE jobs.pk = next.pk
+			RETURNING jobs.id, kind, key, payload, attempt, max_attempts, next.visible_at, last_error, created_at, lease, spent`,
+			now, db.opts.MaxAttempts, consumer, token, now.Add(lease)), &spent)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return core.Job{}, false, nil
+		case err != nil:
+			return core.Job{}, false, fmt.Errorf("dequeue: %w", err)
+		case !spent:
+			return j, true, nil
 		}
-	})
-	if err != nil {
-		return core.Job{}, false, fmt.Errorf("dequeue: %w", err)
 	}
-	if !ok {
-		return core.Job{}, false, nil
-	}
-	return j, true, nil
 }
 
 // Extend renews the lease of a delivered job; see core.Queue. The lease
@@ -159,14 +145,13 @@ func (db *DB) Ack(ctx context.Context, j core.Job) error {
 	return nil
 }
 
-// ackTx acks j inside tx when it still holds its lease (core.Finish.Ack);
-// nil or a lost lease does nothing.
-func ackTx(ctx context.Context, tx *txn, j *core.Job) error {
+// ackTx queues the ack of j inside tx when it still holds its lease
+// (core.Finish.Ack); nil or a lost lease does nothing.
+func ackTx(tx *txn, j *core.Job) {
 	if j == nil || j.Lease == "" {
-		return nil
+		return
 	}
-	_, err := tx.Exec(ctx, `DELETE FROM jobs WHERE id = $1 AND lease = $2 AND dead_at IS NULL`, j.ID, j.Lease)
-	return err
+	tx.Later(`DELETE FROM jobs WHERE id = $1 AND lease = $2 AND dead_at IS NULL`, j.ID, j.Lease)
 }
 
 // Fail records reason and schedules a retry after retryAfter (<= 0: after
@@ -190,17 +175,17 @@ func (db *DB) Fail(ctx context.Context, j core.Job, reason string, retryAfter ti
 		now := db.opts.Clock.Now()
 		if attempt >= db.maxAttempts(maxAttempts) {
 			dead = true
-			_, err = tx.Exec(ctx, `UPDATE jobs SET dead_at = $1, last_error = $2, consumer = '', lease = ''
+			tx.Later(`UPDATE jobs SET dead_at = $1, last_error = $2, consumer = '', lease = ''
 				WHERE id = $3`, now, reason, j.ID)
-			return err
+			return nil
 		}
 		delay := retryAfter
 		if delay <= 0 {
 			delay = db.opts.Backoff(attempt)
 		}
-		_, err = tx.Exec(ctx, `UPDATE jobs SET last_error = $1, consumer = '', lease = '', visible_at = $2
+		tx.Later(`UPDATE jobs SET last_error = $1, consumer = '', lease = '', visible_at = $2
 			WHERE id = $3`, reason, now.Add(delay), j.ID)
-		return err
+		return nil
 	})
 	if err != nil {
 		return false, fmt.Errorf("fail job %s: %w", j.ID, err)

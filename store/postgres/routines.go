@@ -425,25 +425,21 @@ func (db *DB) FireRoutine(ctx context.Context, f core.RoutineFire) ([]core.Run, 
 			if i == 0 && f.MissedOmitted > 0 {
 				note = fmt.Sprintf("%d earlier due times were missed too", f.MissedOmitted)
 			}
-			if err := insertEntryTx(ctx, tx, f.RoutineID, core.FireMissed, due, f.At, "", note); err != nil {
-				return err
-			}
+			insertEntryTx(tx, f.RoutineID, core.FireMissed, due, f.At, "", note)
 		}
-		out = make([]core.Run, 0, len(runs))
+		out = make([]core.Run, len(runs)) // filled as the runs' inserts come back
 		jobs := make([]core.Job, 0, len(runs))
-		for _, fr := range runs {
-			run, err := createRunTx(ctx, tx, fr.Run)
-			if err != nil {
-				return fmt.Errorf("create run %s: %w", fr.Run.Run.ID, err)
-			}
-			if err := insertEntryTx(ctx, tx, f.RoutineID, fr.Kind, fr.DueAt, f.At, run.ID, ""); err != nil {
+		for i, fr := range runs {
+			id := fr.Run.Run.ID
+			if err := tx.within("create run "+id, func() error { return createRunTx(ctx, tx, fr.Run, &out[i]) }); err != nil {
 				return err
 			}
-			out = append(out, run)
-			jobs = append(jobs, core.RunJobFor(run.ID))
+			insertEntryTx(tx, f.RoutineID, fr.Kind, fr.DueAt, f.At, id, "")
+			jobs = append(jobs, core.RunJobFor(id))
 		}
 		// One call, so that all job keys are locked in one order.
-		return db.enqueueTx(ctx, tx, jobs...)
+		db.enqueueTx(tx, jobs...)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fire routine %s: %w", f.RoutineID, err)
@@ -454,13 +450,11 @@ func (db *DB) FireRoutine(ctx context.Context, f core.RoutineFire) ([]core.Run, 
 	return out, nil
 }
 
-func insertEntryTx(ctx context.Context, tx *txn, routineID string, kind core.FireKind, due, fired time.Time, runID, note string) error {
-	_, err := tx.Exec(ctx, `INSERT INTO routine_history (routine_id, kind, due_at, fired_at, run_id, note)
-		VALUES ($1, $2, $3, $4, $5, $6)`, routineID, string(kind), timeOrNull(due), fired, runID, note)
-	if err != nil {
-		return fmt.Errorf("record %s entry: %w", kind, err)
-	}
-	return nil
+// insertEntryTx queues the record of a routine history entry.
+func insertEntryTx(tx *txn, routineID string, kind core.FireKind, due, fired time.Time, runID, note string) {
+	tx.Later(`INSERT INTO routine_history (routine_id, kind, due_at, fired_at, run_id, note)
+		VALUES ($1, $2, $3, $4, $5, $6)`, routineID, string(kind), timeOrNull(due), fired, runID, note).
+		Wrap(fmt.Sprintf("record %s entry", kind))
 }
 
 // RoutineHistory implements core.RoutineStore; the cursor is the pk of the

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentgate/agentgate/core"
 )
@@ -33,7 +35,6 @@ const (
 
 // querier is what the pool and a transaction have in common for reads.
 type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
@@ -119,22 +120,36 @@ func getApproval(ctx context.Context, q querier, id string) (core.Approval, erro
 	return a, err
 }
 
-// lockSessionAndRun locks the session of run id (FOR NO KEY UPDATE, which
-// conflicts with the upsert in CreateRun) and then the run (FOR UPDATE), in
-// that order, and returns the run.
-func lockSessionAndRun(ctx context.Context, tx *txn, id string) (runRow, error) {
-	var sessionID string
-	err := tx.QueryRow(ctx, `SELECT session_id FROM runs WHERE id = $1`, id).Scan(&sessionID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return runRow{}, core.ErrNotFound
+// scanRunInto returns a Row reader that scans a run into *out.
+func scanRunInto(out *core.Run) func(pgx.Row) error {
+	return func(row pgx.Row) error {
+		r, err := scanRun(row)
+		*out = r.Run
+		return err
 	}
-	if err != nil {
-		return runRow{}, err
-	}
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM sessions WHERE id = $1 FOR NO KEY UPDATE`, sessionID); err != nil {
-		return runRow{}, fmt.Errorf("lock session %s: %w", sessionID, err)
-	}
-	return getRun(ctx, tx, id, true)
+}
+
+// laterRun queues the read of run id that locks its row (FOR UPDATE) until
+// the end of the transaction, as getRun does: *r holds it after the next
+// flush, which fails with core.ErrNotFound when there is none.
+func laterRun(tx *txn, id string, r *runRow) {
+	tx.Later(`SELECT `+runCols+` FROM runs WHERE id = $1 FOR UPDATE`, id).Row(func(row pgx.Row) (err error) {
+		*r, err = scanRun(row)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return core.ErrNotFound
+		}
+		return err
+	})
+}
+
+// lockSessionAndRun queues the locking of the session of run id (FOR NO KEY
+// UPDATE, which conflicts with the upsert in CreateRun) and then of the run
+// (FOR UPDATE), in that order: *r holds the run after the next flush (see
+// laterRun).
+func lockSessionAndRun(tx *txn, id string, r *runRow) {
+	tx.Later(`SELECT 1 FROM sessions WHERE id = (SELECT session_id FROM runs WHERE id = $1) FOR NO KEY UPDATE`, id).
+		Wrap("lock session of run " + id)
+	laterRun(tx, id, r)
 }
 
 // checkClaim reports whether owner may write to run r: ErrRunFinished when it
@@ -160,94 +175,148 @@ func jsonOrNull(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// appendTx appends evs to the journal of runID after lastSeq and moves the
-// run's last_seq, in one round trip. The caller holds the run's row lock.
-// Events without a time get at. It returns the stored events.
-func appendTx(ctx context.Context, tx *txn, runID string, lastSeq int64, evs []core.Event, at time.Time) ([]core.Event, error) {
-	if len(evs) == 0 {
-		return nil, nil
-	}
-	out := make([]core.Event, len(evs))
-	b := &pgx.Batch{}
+// journal is a checked list of events to append, as the arrays the
+// statements that append them unnest (JSON goes as text: it also works with
+// the simple protocol, PgBouncer).
+type journal struct {
+	events []core.Event
+	types  []string
+	data   []string
+	at     []time.Time
+}
+
+// newJournal checks evs; events without a time get at.
+func newJournal(evs []core.Event, at time.Time) (journal, error) {
+	j := journal{events: make([]core.Event, len(evs)), types: make([]string, len(evs)), data: make([]string, len(evs)),
+		at: make([]time.Time, len(evs))}
 	for i, e := range evs {
 		if e.Type == "" {
-			return nil, fmt.Errorf("event %d: type is required", i)
+			return journal{}, fmt.Errorf("event %d: type is required", i)
 		}
 		data, err := jsonOrNull(e.Data)
 		if err != nil {
-			return nil, fmt.Errorf("event %d (%s): data: %w", i, e.Type, err)
+			return journal{}, fmt.Errorf("event %d (%s): data: %w", i, e.Type, err)
 		}
 		if e.CreatedAt.IsZero() {
 			e.CreatedAt = at
 		}
-		e.RunID = runID
-		e.Seq = lastSeq + int64(i) + 1
 		e.Data = data
 		e.CreatedAt = stored(e.CreatedAt)
-		// JSON goes as text: it also works with the simple protocol (PgBouncer).
-		b.Queue(`INSERT INTO run_events (run_id, seq, type, data, created_at) VALUES ($1, $2, $3, $4, $5)`,
-			runID, e.Seq, string(e.Type), string(data), e.CreatedAt)
-		out[i] = e
+		j.events[i], j.types[i], j.data[i], j.at[i] = e, string(e.Type), string(data), e.CreatedAt
 	}
-	b.Queue(`UPDATE runs SET last_seq = $1 WHERE id = $2`, out[len(out)-1].Seq, runID)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("append events %d..%d: %w", out[0].Seq, out[len(out)-1].Seq, err)
+	return j, nil
+}
+
+// stored returns the events as stored in the journal of runID after lastSeq.
+func (j journal) stored(runID string, lastSeq int64) []core.Event {
+	if len(j.events) == 0 {
+		return nil
 	}
+	out := slices.Clone(j.events)
+	for i := range out {
+		out[i].RunID = runID
+		out[i].Seq = lastSeq + int64(i) + 1
+	}
+	return out
+}
+
+// args are the journal's arrays, the first parameters of a statement that
+// appends it with journalInsert.
+func (j journal) args(more ...any) []any { return append([]any{j.types, j.data, j.at}, more...) }
+
+// journalInsert is the INSERT, for the last CTE of a statement whose first
+// three parameters are a journal's args, of its events into the journal of
+// the run of the CTE named run (its columns id and last_seq, moved past the
+// events).
+const journalInsert = `INSERT INTO run_events (run_id, seq, type, data, created_at)
+	SELECT run.id, run.last_seq - cardinality($1::text[]) + e.n, e.type, e.data::json, e.created_at
+	FROM run, unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS e (type, data, created_at, n)`
+
+// appendTx queues the append of evs to the journal of runID after lastSeq
+// and the move of the run's last_seq (one statement, which goes out with the
+// transaction's next round trip). The caller holds the run's row lock.
+// Events without a time get at. It returns the events as they are stored.
+func appendTx(tx *txn, runID string, lastSeq int64, evs []core.Event, at time.Time) ([]core.Event, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	j, err := newJournal(evs, at)
+	if err != nil {
+		return nil, err
+	}
+	out := j.stored(runID, lastSeq)
+	tx.Later(`WITH run AS (UPDATE runs SET last_seq = $5 + cardinality($1::text[]) WHERE id = $4 RETURNING id, last_seq),
+		journal AS (`+journalInsert+`)
+		SELECT 1`, j.args(runID, lastSeq)...).Wrap(fmt.Sprintf("append events %d..%d", out[0].Seq, out[len(out)-1].Seq))
 	return out, nil
 }
 
-// nextJobTx is called after run id of the session became terminal, with the
-// session locked: when it was the session's head, the new head (the oldest
-// run that is not terminal) gets its turn and, if queued, the returned job.
-// The session lock guarantees that every run created before this
-// transaction is seen, and every run created after it gets its own job.
-func nextJobTx(ctx context.Context, tx *txn, sessionID, id string) ([]core.Job, error) {
-	var next, status string
-	var after bool
-	err := tx.QueryRow(ctx, `SELECT id, status, pk > (SELECT pk FROM runs WHERE id = $1) FROM runs
-		WHERE session_id = $2 AND status IN `+activeStatuses+` ORDER BY pk LIMIT 1`, id, sessionID).Scan(&next, &status, &after)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("find next run of session %s: %w", sessionID, err)
-	}
-	if !after || core.RunStatus(status) != core.RunQueued {
-		return nil, nil // an older run still holds the session, or the head is not waiting for a worker
-	}
-	return []core.Job{core.RunJobFor(next)}, nil
+// nextJobTx queues, for a transaction that makes run id terminal with its
+// session locked, the look for the session's next head (the oldest other run
+// that is not terminal): after the next flush *jobs holds its job when run id
+// was the head and the next one waits for a worker. r is the run as
+// lockSessionAndRun reads it, in the same flush. The session lock guarantees
+// that every run created before this transaction is seen, and every run
+// created after it gets its own job.
+func nextJobTx(tx *txn, id string, r *runRow, jobs *[]core.Job) {
+	tx.Later(`SELECT id, status, pk > (SELECT pk FROM runs WHERE id = $1) FROM runs
+		WHERE session_id = (SELECT session_id FROM runs WHERE id = $1) AND id <> $1 AND status IN `+activeStatuses+`
+		ORDER BY pk LIMIT 1`, id).Row(func(row pgx.Row) error {
+		var next, status string
+		var after bool
+		err := row.Scan(&next, &status, &after)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil
+		case err != nil:
+			return err
+		case after && core.RunStatus(status) == core.RunQueued:
+			*jobs = []core.Job{core.RunJobFor(next)}
+		}
+		return nil // else an older run still holds the session, or the head is not waiting for a worker
+	}).WrapFunc(func(err error) error {
+		return fmt.Errorf("find next run of session %s: %w", r.SessionID, err)
+	})
 }
 
-// cancelPendingTx cancels the pending approvals of run r (whose row the
-// caller holds locked), journaling each as approval_decided, and returns the
-// run's new last seq.
-func (db *DB) cancelPendingTx(ctx context.Context, tx *txn, r runRow, by, reason string, at time.Time) (int64, error) {
-	rows, _ := tx.Query(ctx, `WITH cancelled AS (
+// cancelled is an approval that cancelPendingTx cancelled.
+type cancelled struct{ id, toolCallID string }
+
+// cancelPendingTx queues the cancelling of the pending approvals of run id,
+// whose row the transaction locks first: after the next flush *out holds
+// them, oldest first, for journalCancelledTx.
+func cancelPendingTx(tx *txn, id, by, reason string, at time.Time, out *[]cancelled) {
+	tx.Later(`WITH cancelled AS (
 			UPDATE approvals SET status = 'cancelled', decided_by = $1, decided_via = '', reason = $2, decided_at = $3
 			WHERE run_id = $4 AND status = 'pending'
 			RETURNING pk, id, tool_call_id)
-		SELECT id, tool_call_id FROM cancelled ORDER BY pk`, by, reason, at, r.ID)
+		SELECT id, tool_call_id FROM cancelled ORDER BY pk`, by, reason, at, id).Rows(func(rows pgx.Rows) error {
+		var c cancelled
+		_, err := pgx.ForEachRow(rows, []any{&c.id, &c.toolCallID}, func() error {
+			*out = append(*out, c)
+			return nil
+		})
+		return err
+	}).Wrap("cancel pending approvals")
+}
+
+// journalCancelledTx journals the approvals cancelPendingTx cancelled as
+// approval_decided events of run r and enqueues their jobs; it returns the
+// run's new last seq.
+func (db *DB) journalCancelledTx(tx *txn, r runRow, cs []cancelled, by, reason string, at time.Time) (int64, error) {
 	var evs []core.Event
 	var jobs []core.Job
-	var id, call string
-	_, err := pgx.ForEachRow(rows, []any{&id, &call}, func() error {
+	for _, c := range cs {
 		evs = append(evs, core.NewEvent(core.EventApprovalDecided, core.ApprovalDecided{
-			ApprovalID: id, ToolCallID: call, Status: core.ApprovalCancelled, DecidedBy: by, Reason: reason,
+			ApprovalID: c.id, ToolCallID: c.toolCallID, Status: core.ApprovalCancelled, DecidedBy: by, Reason: reason,
 		}))
-		jobs = append(jobs, core.ApprovalJobFor(id, core.ApprovalCancelled))
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("cancel pending approvals: %w", err)
+		jobs = append(jobs, core.ApprovalJobFor(c.id, core.ApprovalCancelled))
 	}
-	if err := db.enqueueTx(ctx, tx, jobs...); err != nil {
+	db.enqueueTx(tx, jobs...)
+	if _, err := appendTx(tx, r.ID, r.LastSeq, evs, at); err != nil {
 		return 0, err
 	}
-	out, err := appendTx(ctx, tx, r.ID, r.LastSeq, evs, at)
-	if err != nil {
-		return 0, err
-	}
-	return r.LastSeq + int64(len(out)), nil
+	return r.LastSeq + int64(len(evs)), nil
 }
 
 // pageLimit applies ListOptions' default and cap.
@@ -321,7 +390,9 @@ func list[T any](ctx context.Context, db *DB, o core.ListOptions, query string, 
 }
 
 // CreateRun implements core.Store. It locks the session row (the upsert
-// does), so it serializes with FinishRun and CancelRun of the session.
+// does), so it serializes with FinishRun and CancelRun of the session. Two
+// round trips: the inbox mark and the session upsert, whose results decide
+// whether to go on, then everything else with COMMIT.
 func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 	nr, err := nr.Normalize(db.opts.Clock.Now())
 	if err != nil {
@@ -329,12 +400,11 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 	}
 	var out core.Run
 	err = db.tx(ctx, func(tx *txn) error {
-		run, err := createRunTx(ctx, tx, nr)
-		if err != nil {
+		if err := createRunTx(ctx, tx, nr, &out); err != nil {
 			return err
 		}
-		out = run
-		return db.enqueueTx(ctx, tx, core.RunJobFor(run.ID))
+		db.enqueueTx(tx, core.RunJobFor(nr.Run.ID))
+		return nil
 	})
 	if err != nil {
 		return core.Run{}, fmt.Errorf("create run %s: %w", nr.Run.ID, err)
@@ -345,15 +415,15 @@ func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 // createRunTx inserts a checked NewRun (see core.NewRun.Normalize) inside tx: the
 // inbox entry of nr.DedupeKey (a *core.DuplicateError when it is taken), the
 // session if new (else it locks and touches it), the run and its first
-// events. The caller enqueues the run's job (core.RunJobFor) in tx, after
-// all its runs, so that the job keys of one transaction are locked in one
-// order (see enqueueTx).
-func createRunTx(ctx context.Context, tx *txn, nr core.NewRun) (core.Run, error) {
+// events. The run's insert and events are queued: *out holds the run after
+// the transaction's next round trip. The caller enqueues the run's job
+// (core.RunJobFor) in tx, after all its runs, so that the job keys of one
+// transaction are locked in one order (see enqueueTx).
+func createRunTx(ctx context.Context, tx *txn, nr core.NewRun, out *core.Run) error {
 	r, s := nr.Run, nr.Session
+	var inbox *inboxMark
 	if nr.DedupeKey != "" {
-		if err := markInboxTx(ctx, tx, nr.Platform, nr.DedupeKey, r.ID, r.CreatedAt); err != nil {
-			return core.Run{}, err
-		}
+		inbox = markInboxTx(tx, nr.Platform, nr.DedupeKey, r.ID, r.CreatedAt)
 	}
 	// Insert the session, or lock the existing one and touch it.
 	var agent string
@@ -361,26 +431,30 @@ func createRunTx(ctx context.Context, tx *txn, nr core.NewRun) (core.Run, error)
 		ON CONFLICT (id) DO UPDATE SET updated_at = GREATEST(sessions.updated_at, $11)
 		RETURNING agent_id`, s.ID, s.AgentID, s.UserID, s.Binding.Platform, s.Binding.Workspace,
 		s.Binding.Channel, s.Binding.Thread, s.Title, s.CreatedAt, s.UpdatedAt, r.CreatedAt).Scan(&agent); err != nil {
-		return core.Run{}, fmt.Errorf("upsert session %s: %w", s.ID, err)
+		return fmt.Errorf("upsert session %s: %w", s.ID, err)
+	}
+	if inbox != nil {
+		if err := inbox.check(ctx, tx); err != nil {
+			return err
+		}
 	}
 	if agent != r.AgentID {
-		return core.Run{}, fmt.Errorf("session %s of agent %s: %w", s.ID, agent, core.ErrSessionAgent)
+		return fmt.Errorf("session %s of agent %s: %w", s.ID, agent, core.ErrSessionAgent)
 	}
-	row, err := scanRun(tx.QueryRow(ctx, `INSERT INTO runs (id, session_id, agent_id, user_id, run_type, status,
+	events := int64(len(nr.Events))
+	tx.Later(`INSERT INTO runs (id, session_id, agent_id, user_id, run_type, status,
 		parent_run_id, routine_id, started_by, input, output, error, input_tokens, output_tokens, created_at)
 		VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, $11, $12, $13, $14)
 		RETURNING `+runCols,
 		r.ID, r.SessionID, r.AgentID, r.UserID, string(r.Type), r.ParentRunID, r.RoutineID, r.StartedBy, r.Input, r.Output,
-		r.Error, r.Usage.InputTokens, r.Usage.OutputTokens, r.CreatedAt))
-	if err != nil {
-		return core.Run{}, fmt.Errorf("insert run: %w", err)
-	}
-	evs, err := appendTx(ctx, tx, r.ID, 0, nr.Events, r.CreatedAt)
-	if err != nil {
-		return core.Run{}, err
-	}
-	row.LastSeq = int64(len(evs))
-	return row.Run, nil
+		r.Error, r.Usage.InputTokens, r.Usage.OutputTokens, r.CreatedAt).Row(func(row pgx.Row) error {
+		run, err := scanRun(row)
+		run.LastSeq = events
+		*out = run.Run
+		return err
+	}).Wrap("insert run")
+	_, err := appendTx(tx, r.ID, 0, nr.Events, r.CreatedAt)
+	return err
 }
 
 // GetRun implements core.Store.
@@ -437,70 +511,83 @@ func (db *DB) SessionHead(ctx context.Context, sessionID string) (core.Run, erro
 }
 
 // SessionHistory implements core.Store. An empty beforeRunID means the whole
-// session; limit 0 means no limit.
+// session; limit 0 means no limit. One round trip: the check that
+// beforeRunID exists goes in one batch with the history.
 func (db *DB) SessionHistory(ctx context.Context, sessionID, beforeRunID string, limit int) ([]core.Run, error) {
-	before := int64(1<<63 - 1)
+	var (
+		exists    = true
+		existsErr error
+		out       []core.Run
+	)
+	b := &pgx.Batch{}
 	if beforeRunID != "" {
-		err := db.pool.QueryRow(ctx, `SELECT pk FROM runs WHERE id = $1`, beforeRunID).Scan(&before)
-		if errors.Is(err, pgx.ErrNoRows) {
-			err = core.ErrNotFound
-		}
-		if err != nil {
-			return nil, fmt.Errorf("session %s history before run %s: %w", sessionID, beforeRunID, err)
-		}
+		b.Queue(`SELECT EXISTS (SELECT 1 FROM runs WHERE id = $1)`, beforeRunID).QueryRow(func(row pgx.Row) error {
+			existsErr = row.Scan(&exists)
+			return existsErr
+		})
 	}
-	rows, _ := db.pool.Query(ctx, `SELECT `+runCols+` FROM (
-		SELECT * FROM runs WHERE session_id = $1 AND status = 'completed' AND pk < $2
-		ORDER BY pk DESC LIMIT $3) h ORDER BY pk`, sessionID, before, limitArg(limit))
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Run, error) { return scanRunItem(row) })
-	if err != nil {
+	// No run has the id "": then all of the session's runs come before.
+	b.Queue(`SELECT `+runCols+` FROM (
+		SELECT * FROM runs WHERE session_id = $1 AND status = 'completed'
+			AND pk < COALESCE((SELECT pk FROM runs WHERE id = $2), 9223372036854775807)
+		ORDER BY pk DESC LIMIT $3) h ORDER BY pk`, sessionID, beforeRunID, limitArg(limit)).Query(func(rows pgx.Rows) (err error) {
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Run, error) { return scanRunItem(row) })
+		return err
+	})
+	err := db.pool.SendBatch(ctx, b).Close()
+	switch {
+	case existsErr != nil:
+		return nil, fmt.Errorf("session %s history before run %s: %w", sessionID, beforeRunID, existsErr)
+	case err != nil:
 		return nil, fmt.Errorf("session %s history: %w", sessionID, err)
+	case !exists:
+		return nil, fmt.Errorf("session %s history before run %s: %w", sessionID, beforeRunID, core.ErrNotFound)
 	}
 	return out, nil
 }
 
-// ClaimRun implements core.Store. The claiming UPDATE is a compare-and-set
-// that locks the run row for the rest of the transaction.
+// ClaimRun implements core.Store. One statement, so one round trip: the
+// claiming UPDATE, a compare-and-set that locks the run row, and the
+// journal append that moves its last_seq.
 func (db *DB) ClaimRun(ctx context.Context, id, owner string, now, until time.Time, events []core.Event) (core.Run, error) {
 	if owner == "" {
 		return core.Run{}, fmt.Errorf("claim run %s: owner is required", id)
 	}
-	var out core.Run
-	err := db.tx(ctx, func(tx *txn) error {
-		r, err := scanRun(tx.QueryRow(ctx, `UPDATE runs SET claimed_by = $1, claim_until = $2, status = 'running',
-			started_at = COALESCE(started_at, $3)
-			WHERE id = $4 AND status IN ('queued', 'running') AND (claimed_by = '' OR claimed_by = $1 OR claim_until <= $3)
-			RETURNING `+runCols, owner, until, now, id))
-		if errors.Is(err, pgx.ErrNoRows) {
-			r, err := getRun(ctx, tx, id, false)
-			switch {
-			case err != nil:
-				return err
-			case r.Status.Terminal():
-				return core.ErrRunFinished
-			case r.Status == core.RunPaused:
-				return core.ErrRunPaused
-			case r.claimUntil != nil:
-				return fmt.Errorf("%w until %s", core.ErrClaimed, r.claimUntil.Format(time.RFC3339))
-			default:
-				return core.ErrClaimed
-			}
-		}
-		if err != nil {
-			return err
-		}
-		evs, err := appendTx(ctx, tx, id, r.LastSeq, events, now)
-		if err != nil {
-			return err
-		}
-		r.LastSeq += int64(len(evs))
-		out = r.Run
-		return nil
-	})
+	j, err := newJournal(events, now)
 	if err != nil {
 		return core.Run{}, fmt.Errorf("claim run %s: %w", id, err)
 	}
-	return out, nil
+	r, err := scanRun(db.pool.QueryRow(ctx, `WITH run AS (
+			UPDATE runs SET claimed_by = $4, claim_until = $5, status = 'running',
+				started_at = COALESCE(started_at, $6), last_seq = last_seq + cardinality($1::text[])
+			WHERE id = $7 AND status IN ('queued', 'running') AND (claimed_by = '' OR claimed_by = $4 OR claim_until <= $6)
+			RETURNING `+runCols+`),
+		journal AS (`+journalInsert+`)
+		SELECT `+runCols+` FROM run`, j.args(owner, until, now, id)...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = db.notClaimed(ctx, id)
+	}
+	if err != nil {
+		return core.Run{}, fmt.Errorf("claim run %s: %w", id, err)
+	}
+	return r.Run, nil
+}
+
+// notClaimed tells why ClaimRun could not claim run id.
+func (db *DB) notClaimed(ctx context.Context, id string) error {
+	r, err := getRun(ctx, db.pool, id, false)
+	switch {
+	case err != nil:
+		return err
+	case r.Status.Terminal():
+		return core.ErrRunFinished
+	case r.Status == core.RunPaused:
+		return core.ErrRunPaused
+	case r.claimUntil != nil:
+		return fmt.Errorf("%w until %s", core.ErrClaimed, r.claimUntil.Format(time.RFC3339))
+	default:
+		return core.ErrClaimed
+	}
 }
 
 // ExtendClaim implements core.Store.
@@ -518,24 +605,57 @@ func (db *DB) ExtendClaim(ctx context.Context, id, owner string, until time.Time
 	return nil
 }
 
-// AppendEvents implements core.Store.
+// AppendEvents implements core.Store. One statement, so one round trip:
+// the UPDATE that moves the run's last_seq checks the claim (as checkClaim)
+// and locks the row, and the journal append goes with it.
 func (db *DB) AppendEvents(ctx context.Context, id, owner string, events []core.Event) ([]core.Event, error) {
-	var out []core.Event
-	err := db.tx(ctx, func(tx *txn) error {
-		r, err := getRun(ctx, tx, id, true)
-		if err != nil {
-			return err
-		}
-		if err := checkClaim(r, owner); err != nil {
-			return err
-		}
-		out, err = appendTx(ctx, tx, id, r.LastSeq, events, db.opts.Clock.Now())
-		return err
-	})
+	out, err := db.appendEvents(ctx, id, owner, events)
 	if err != nil {
 		return nil, fmt.Errorf("append to run %s: %w", id, err)
 	}
 	return out, nil
+}
+
+func (db *DB) appendEvents(ctx context.Context, id, owner string, events []core.Event) ([]core.Event, error) {
+	j, err := newJournal(events, db.opts.Clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	if len(events) == 0 {
+		// Nothing to write: only check the claim.
+		r, err := getRun(ctx, db.pool, id, false)
+		if err != nil {
+			return nil, err
+		}
+		return nil, checkClaim(r, owner)
+	}
+	var lastSeq int64
+	err = db.pool.QueryRow(ctx, `WITH run AS (
+			UPDATE runs SET last_seq = last_seq + cardinality($1::text[])
+			WHERE id = $4 AND claimed_by = $5 AND $5 <> '' AND status = 'running'
+			RETURNING id, last_seq),
+		journal AS (`+journalInsert+`)
+		SELECT last_seq FROM run`, j.args(id, owner)...).Scan(&lastSeq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, db.claimLost(ctx, id, owner)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return j.stored(id, lastSeq-int64(len(events))), nil
+}
+
+// claimLost tells why owner may not write to run id: ErrNotFound,
+// ErrRunFinished or ErrClaimLost.
+func (db *DB) claimLost(ctx context.Context, id, owner string) error {
+	r, err := getRun(ctx, db.pool, id, false)
+	if err != nil {
+		return err
+	}
+	if err := checkClaim(r, owner); err != nil {
+		return err
+	}
+	return core.ErrClaimLost // it changed hands and back since
 }
 
 // PauseRun implements core.Store. The approval must carry its ID (the events
@@ -574,23 +694,18 @@ func (db *DB) PauseRun(ctx context.Context, id, owner string, a core.Approval, e
 		if a.SessionID == "" {
 			a.SessionID = r.SessionID
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO approvals (id, run_id, session_id, tool_call_id, tool, arguments,
+		tx.Later(`INSERT INTO approvals (id, run_id, session_id, tool_call_id, tool, arguments,
 			args_sha256, policy, requested_by, status, created_at, expires_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11)`,
 			a.ID, id, a.SessionID, a.ToolCallID, a.Tool, string(args), a.ArgsSHA256, string(policy), a.RequestedBy,
-			a.CreatedAt, a.ExpiresAt); err != nil {
-			return fmt.Errorf("insert approval %s: %w", a.ID, err)
-		}
-		if err := db.enqueueTx(ctx, tx, core.ApprovalJobFor(a.ID, core.ApprovalPending)); err != nil {
+			a.CreatedAt, a.ExpiresAt).Wrap("insert approval " + a.ID)
+		db.enqueueTx(tx, core.ApprovalJobFor(a.ID, core.ApprovalPending))
+		if _, err := appendTx(tx, id, r.LastSeq, events, a.CreatedAt); err != nil {
 			return err
 		}
-		if _, err := appendTx(ctx, tx, id, r.LastSeq, events, a.CreatedAt); err != nil {
-			return err
-		}
-		r, err = scanRun(tx.QueryRow(ctx, `UPDATE runs SET status = 'paused', claimed_by = '', claim_until = NULL
-			WHERE id = $1 RETURNING `+runCols, id))
-		out = r.Run
-		return err
+		tx.Later(`UPDATE runs SET status = 'paused', claimed_by = '', claim_until = NULL
+			WHERE id = $1 RETURNING `+runCols, id).Row(scanRunInto(&out))
+		return nil
 	})
 	if err != nil {
 		return core.Run{}, fmt.Errorf("pause run %s: %w", id, err)
@@ -600,7 +715,10 @@ func (db *DB) PauseRun(ctx context.Context, id, owner string, a core.Approval, e
 
 // FinishRun implements core.Store. Pending approvals of the run (possible
 // only when owner is "") are cancelled so that no decision reopens it;
-// f.Jobs and the next run's job are enqueued in the same transaction.
+// f.Jobs and the next run's job are enqueued in the same transaction. Two
+// round trips: the locks, with what closing the run needs read ahead (the
+// approvals to cancel, the session's next run; when a check fails, the
+// rollback undoes the cancelling), then the writes with COMMIT.
 func (db *DB) FinishRun(ctx context.Context, id, owner string, f core.Finish) (core.Run, error) {
 	if !f.Status.Terminal() {
 		return core.Run{}, fmt.Errorf("finish run %s: status %q is not terminal", id, f.Status)
@@ -610,8 +728,15 @@ func (db *DB) FinishRun(ctx context.Context, id, owner string, f core.Finish) (c
 	}
 	var out core.Run
 	err := db.tx(ctx, func(tx *txn) error {
-		r, err := lockSessionAndRun(ctx, tx, id)
-		if err != nil {
+		var (
+			r         runRow
+			cancelled []cancelled
+			next      []core.Job
+		)
+		lockSessionAndRun(tx, id, &r)
+		cancelPendingTx(tx, id, "", f.Error, f.At, &cancelled)
+		nextJobTx(tx, id, &r, &next)
+		if err := tx.Flush(ctx); err != nil {
 			return err
 		}
 		if r.Status.Terminal() {
@@ -622,28 +747,20 @@ func (db *DB) FinishRun(ctx context.Context, id, owner string, f core.Finish) (c
 				return err
 			}
 		}
-		if r.LastSeq, err = db.cancelPendingTx(ctx, tx, r, "", f.Error, f.At); err != nil {
+		var err error
+		if r.LastSeq, err = db.journalCancelledTx(tx, r, cancelled, "", f.Error, f.At); err != nil {
 			return err
 		}
-		if _, err := appendTx(ctx, tx, id, r.LastSeq, f.Events, f.At); err != nil {
+		if _, err := appendTx(tx, id, r.LastSeq, f.Events, f.At); err != nil {
 			return err
 		}
-		r, err = scanRun(tx.QueryRow(ctx, `UPDATE runs SET status = $1, output = $2, error = $3, input_tokens = $4,
+		tx.Later(`UPDATE runs SET status = $1, output = $2, error = $3, input_tokens = $4,
 			output_tokens = $5, finished_at = $6, claimed_by = '', claim_until = NULL WHERE id = $7 RETURNING `+runCols,
-			string(f.Status), f.Output, f.Error, f.Usage.InputTokens, f.Usage.OutputTokens, f.At, id))
-		if err != nil {
-			return err
-		}
-		out = r.Run
-		next, err := nextJobTx(ctx, tx, r.SessionID, id)
-		if err != nil {
-			return err
-		}
-		if err := ackTx(ctx, tx, f.Ack); err != nil {
-			return err
-		}
+			string(f.Status), f.Output, f.Error, f.Usage.InputTokens, f.Usage.OutputTokens, f.At, id).Row(scanRunInto(&out))
+		ackTx(tx, f.Ack)
 		// One call, so that all job keys are locked in one order.
-		return db.enqueueTx(ctx, tx, append(slices.Clone(f.Jobs), next...)...)
+		db.enqueueTx(tx, append(slices.Clone(f.Jobs), next...)...)
+		return nil
 	})
 	if err != nil {
 		return core.Run{}, fmt.Errorf("finish run %s: %w", id, err)
@@ -652,44 +769,43 @@ func (db *DB) FinishRun(ctx context.Context, id, owner string, f core.Finish) (c
 }
 
 // CancelRun implements core.Store. With ErrRunFinished it also returns the
-// run as it is.
+// run as it is. Two round trips, as FinishRun.
 func (db *DB) CancelRun(ctx context.Context, id string, c core.Cancel) (core.Run, error) {
 	if c.At.IsZero() {
 		c.At = db.opts.Clock.Now()
 	}
 	var out core.Run
 	err := db.tx(ctx, func(tx *txn) error {
-		r, err := lockSessionAndRun(ctx, tx, id)
-		if err != nil {
+		var (
+			r         runRow
+			cancelled []cancelled
+			next      []core.Job
+		)
+		lockSessionAndRun(tx, id, &r)
+		cancelPendingTx(tx, id, c.By, c.Reason, c.At, &cancelled)
+		nextJobTx(tx, id, &r, &next)
+		if err := tx.Flush(ctx); err != nil {
 			return err
 		}
 		if r.Status.Terminal() {
 			out = r.Run
 			return core.ErrRunFinished
 		}
-		if r.LastSeq, err = db.cancelPendingTx(ctx, tx, r, c.By, c.Reason, c.At); err != nil {
+		var err error
+		if r.LastSeq, err = db.journalCancelledTx(tx, r, cancelled, c.By, c.Reason, c.At); err != nil {
 			return err
 		}
 		ev := core.NewEvent(core.EventStatus, core.StatusChange{Status: core.RunCancelled, Error: c.Reason})
-		if _, err := appendTx(ctx, tx, id, r.LastSeq, []core.Event{ev}, c.At); err != nil {
+		if _, err := appendTx(tx, id, r.LastSeq, []core.Event{ev}, c.At); err != nil {
 			return err
 		}
-		r, err = scanRun(tx.QueryRow(ctx, `UPDATE runs SET status = 'cancelled', error = $1, finished_at = $2,
-			claimed_by = '', claim_until = NULL WHERE id = $3 RETURNING `+runCols, c.Reason, c.At, id))
-		if err != nil {
-			return err
-		}
-		out = r.Run
+		tx.Later(`UPDATE runs SET status = 'cancelled', error = $1, finished_at = $2,
+			claimed_by = '', claim_until = NULL WHERE id = $3 RETURNING `+runCols, c.Reason, c.At, id).Row(scanRunInto(&out))
 		if c.Audit != nil {
-			if err := insertAuditTx(ctx, tx, *c.Audit, c.At); err != nil {
-				return err
-			}
+			insertAuditTx(tx, *c.Audit, c.At)
 		}
-		next, err := nextJobTx(ctx, tx, r.SessionID, id)
-		if err != nil {
-			return err
-		}
-		return db.enqueueTx(ctx, tx, next...)
+		db.enqueueTx(tx, next...)
+		return nil
 	})
 	if err != nil {
 		return out, fmt.Errorf("cancel run %s: %w", id, err)
@@ -793,7 +909,9 @@ func (db *DB) ListApprovals(ctx context.Context, f core.ApprovalFilter) (core.Pa
 // DecideApproval implements core.Store: the run row is locked (so the
 // journal append is ordered), then the approval moves with a compare-and-set
 // UPDATE … WHERE status = 'pending'. With *core.NotPendingError it also
-// returns the approval as it is.
+// returns the approval as it is. Two round trips: the locks and the moves of
+// the approval and of the run (which a refused decision rolls back), then
+// the journal, the audit entry and the jobs with COMMIT.
 func (db *DB) DecideApproval(ctx context.Context, id string, d core.Decision) (core.Approval, error) {
 	switch d.Status {
 	case core.ApprovalApproved, core.ApprovalDenied, core.ApprovalExpired, core.ApprovalCancelled:
@@ -805,24 +923,43 @@ func (db *DB) DecideApproval(ctx context.Context, id string, d core.Decision) (c
 	}
 	var out core.Approval
 	err := db.tx(ctx, func(tx *txn) error {
-		var runID string
-		err := tx.QueryRow(ctx, `SELECT run_id FROM approvals WHERE id = $1`, id).Scan(&runID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return core.ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
+		var (
+			r       runRow
+			a       core.Approval
+			decided bool
+			resumed pgconn.CommandTag
+		)
 		// Lock order: run before approval, as in CancelRun and FinishRun.
-		r, err := getRun(ctx, tx, runID, true)
-		if err != nil {
-			return fmt.Errorf("load run %s: %w", runID, err)
-		}
-		a, err := scanApproval(tx.QueryRow(ctx, `UPDATE approvals SET status = $1, decided_by = $2, decided_via = $3,
+		// An approval's run exists (foreign key): no row, no approval.
+		tx.Later(`SELECT `+runCols+` FROM runs WHERE id = (SELECT run_id FROM approvals WHERE id = $1) FOR UPDATE`,
+			id).Row(func(row pgx.Row) (err error) {
+			r, err = scanRun(row)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return core.ErrNotFound
+			}
+			return err
+		})
+		tx.Later(`UPDATE approvals SET status = $1, decided_by = $2, decided_via = $3,
 			reason = $4, decided_at = $5, decided_by_name = $8
 			WHERE id = $6 AND status = 'pending' AND ($7 = '' OR args_sha256 = $7)
-			RETURNING `+approvalCols, string(d.Status), d.By, d.Via, d.Reason, d.At, id, d.ArgsSHA256, d.ByName))
-		if errors.Is(err, pgx.ErrNoRows) {
+			RETURNING `+approvalCols, string(d.Status), d.By, d.Via, d.Reason, d.At, id, d.ArgsSHA256, d.ByName).
+			Row(func(row pgx.Row) (err error) {
+				a, err = scanApproval(row)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return nil
+				}
+				decided = err == nil
+				return err
+			})
+		// A paused run resumes once no approval of it is pending.
+		tx.Later(`UPDATE runs SET status = 'queued'
+			WHERE id = (SELECT run_id FROM approvals WHERE id = $1) AND status = 'paused' AND NOT EXISTS (
+				SELECT 1 FROM approvals WHERE run_id = runs.id AND status = 'pending')`, id).Tag(&resumed)
+		if err := tx.Flush(ctx); err != nil {
+			return err
+		}
+		if !decided {
+			var err error
 			if out, err = getApproval(ctx, tx, id); err != nil {
 				return err
 			}
@@ -832,37 +969,25 @@ func (db *DB) DecideApproval(ctx context.Context, id string, d core.Decision) (c
 			out = core.Approval{}
 			return core.ErrArgsMismatch
 		}
-		if err != nil {
-			return err
+		if resumed.RowsAffected() > 0 {
+			r.Status = core.RunQueued
 		}
 		ev := core.NewEvent(core.EventApprovalDecided, core.ApprovalDecided{
 			ApprovalID: id, ToolCallID: a.ToolCallID, Status: d.Status, DecidedBy: d.By, DecidedByName: d.ByName, Via: d.Via, Reason: d.Reason,
 		})
-		if _, err := appendTx(ctx, tx, r.ID, r.LastSeq, []core.Event{ev}, d.At); err != nil {
+		if _, err := appendTx(tx, r.ID, r.LastSeq, []core.Event{ev}, d.At); err != nil {
 			return err
 		}
-		if r.Status == core.RunPaused {
-			// The run resumes once no approval of it is pending.
-			tag, err := tx.Exec(ctx, `UPDATE runs SET status = 'queued' WHERE id = $1 AND NOT EXISTS (
-				SELECT 1 FROM approvals WHERE run_id = $1 AND status = 'pending')`, r.ID)
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() > 0 {
-				r.Status = core.RunQueued
-			}
-		}
 		if d.Audit != nil {
-			if err := insertAuditTx(ctx, tx, *d.Audit, d.At); err != nil {
-				return err
-			}
+			insertAuditTx(tx, *d.Audit, d.At)
 		}
 		out = a
 		jobs := []core.Job{core.ApprovalJobFor(id, d.Status)}
 		if r.Status == core.RunQueued {
 			jobs = append(jobs, core.RunJobFor(r.ID))
 		}
-		return db.enqueueTx(ctx, tx, jobs...)
+		db.enqueueTx(tx, jobs...)
+		return nil
 	})
 	if err != nil {
 		return out, fmt.Errorf("decide approval %s: %w", id, err)
@@ -885,9 +1010,12 @@ func (db *DB) DueApprovals(ctx context.Context, now time.Time, limit int) ([]cor
 func (db *DB) RequeueActive(ctx context.Context) (int, error) {
 	var n int
 	err := db.tx(ctx, func(tx *txn) error {
-		rows, _ := tx.Query(ctx, `SELECT id FROM runs WHERE status IN ('queued', 'running') ORDER BY pk`)
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
+		var ids []string
+		tx.Later(`SELECT id FROM runs WHERE status IN ('queued', 'running') ORDER BY pk`).Rows(func(rows pgx.Rows) (err error) {
+			ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		})
+		if err := tx.Flush(ctx); err != nil {
 			return err
 		}
 		jobs := make([]core.Job, len(ids))
@@ -895,7 +1023,8 @@ func (db *DB) RequeueActive(ctx context.Context) (int, error) {
 			jobs[i] = core.RunJobFor(id)
 		}
 		n = len(ids)
-		return db.enqueueTx(ctx, tx, jobs...)
+		db.enqueueTx(tx, jobs...)
+		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("requeue active runs: %w", err)
@@ -931,7 +1060,7 @@ func (db *DB) CountApprovals(ctx context.Context) (map[core.ApprovalStatus]int64
 	return m, nil
 }
 
-func countBy(ctx context.Context, q querier, query string, add func(string, int64)) error {
+func countBy(ctx context.Context, q *pgxpool.Pool, query string, add func(string, int64)) error {
 	rows, _ := q.Query(ctx, query)
 	var s string
 	var n int64
