@@ -37,6 +37,12 @@ type Committer interface {
 	Commits() (commits, txs int64)
 }
 
+// RoundTripCounter is a store that counts its round trips to a server
+// (PostgreSQL).
+type RoundTripCounter interface {
+	RoundTrips() int64
+}
+
 // Depther is what the metrics read from the queue.
 type Depther interface {
 	Depth(ctx context.Context) (int64, error)
@@ -76,7 +82,7 @@ func New(store Counter, queue Depther, log *slog.Logger) *Metrics {
 				Help: "Write transactions the embedded store committed; several can share one commit."},
 				func() float64 { _, n := c.Commits(); return float64(n) }))
 	}
-	if t, ok := store.(interface{ RoundTrips() int64 }); ok {
+	if t, ok := store.(RoundTripCounter); ok {
 		m.RoundTrips("store", "PostgreSQL", t.RoundTrips)
 	}
 	return m

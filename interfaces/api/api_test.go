@@ -44,15 +44,7 @@ func newEnvWith(t *testing.T, edit func(*api.Config), keys ...string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agents := map[string]*core.Agent{"demo": {
-		ID: "demo", Description: "demo agent", Provider: "demo", ModelName: "demo", Model: demo.Model{},
-		Tools: []core.AgentTool{{
-			Spec: core.ToolSpec{Name: "deploy", Description: "Deploy", Parameters: json.RawMessage(
-				`{"type":"object","properties":{"service":{"type":"string"},"env":{"type":"string","enum":["staging","production"]}},"required":["service","env"]}`)},
-			Tool:     builtin.DemoDeploy{},
-			Approval: core.ApprovalRule{Required: true},
-		}},
-	}}
+	agents := demoAgents()
 	hub := &core.Hub{}
 	m := metrics.New(db, db, log)
 	eng, err := core.NewEngine(core.EngineConfig{Store: db, Queue: db, Agents: agents, Hub: hub, Logger: log, Observer: m})
@@ -375,4 +367,17 @@ func TestMetrics(t *testing.T) {
 			t.Fatalf("metrics lack %q", want)
 		}
 	}
+}
+
+// demoAgents is the demo agent with a deploy tool that needs approval.
+func demoAgents() map[string]*core.Agent {
+	return map[string]*core.Agent{"demo": {
+		ID: "demo", Description: "demo agent", Provider: "demo", ModelName: "demo", Model: demo.Model{},
+		Tools: []core.AgentTool{{
+			Spec: core.ToolSpec{Name: "deploy", Description: "Deploy", Parameters: json.RawMessage(
+				`{"type":"object","properties":{"service":{"type":"string"},"env":{"type":"string","enum":["staging","production"]}},"required":["service","env"]}`)},
+			Tool:     builtin.DemoDeploy{},
+			Approval: core.ApprovalRule{Required: true},
+		}},
+	}}
 }

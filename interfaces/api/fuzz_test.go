@@ -16,9 +16,7 @@ import (
 
 	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
-	"github.com/agentgate/agentgate/core/model/demo"
 	"github.com/agentgate/agentgate/core/routine"
-	"github.com/agentgate/agentgate/core/tool/builtin"
 	"github.com/agentgate/agentgate/interfaces/api"
 	"github.com/agentgate/agentgate/store/sqlite"
 )
@@ -47,15 +45,7 @@ func newFuzzAPI(f *testing.F) *fuzzAPI {
 	if err := rt.Sync(f.Context(), append([]core.RoutineDef(nil), routineDefs...)); err != nil {
 		f.Fatal(err)
 	}
-	agents := map[string]*core.Agent{"demo": {
-		ID: "demo", Description: "demo agent", Provider: "demo", ModelName: "demo", Model: demo.Model{},
-		Tools: []core.AgentTool{{
-			Spec: core.ToolSpec{Name: "deploy", Description: "Deploy", Parameters: json.RawMessage(
-				`{"type":"object","properties":{"service":{"type":"string"},"env":{"type":"string","enum":["staging","production"]}},"required":["service","env"]}`)},
-			Tool:     builtin.DemoDeploy{},
-			Approval: core.ApprovalRule{Required: true},
-		}},
-	}}
+	agents := demoAgents()
 	hub := &core.Hub{}
 	eng, err := core.NewEngine(core.EngineConfig{Store: db, Queue: db, Agents: agents, Hub: hub, Logger: log,
 		OnFinish: rt.OnFinish, Handlers: rt.Handlers()})

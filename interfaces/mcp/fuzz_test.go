@@ -16,9 +16,7 @@ import (
 
 	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
-	"github.com/agentgate/agentgate/core/model/demo"
 	"github.com/agentgate/agentgate/core/routine"
-	"github.com/agentgate/agentgate/core/tool/builtin"
 	"github.com/agentgate/agentgate/interfaces/api"
 	"github.com/agentgate/agentgate/interfaces/mcp"
 	"github.com/agentgate/agentgate/store/sqlite"
@@ -35,15 +33,7 @@ func fuzzTools(f *testing.F) (tools map[string]server.ServerTool, ids *strings.R
 	if err != nil {
 		f.Fatal(err)
 	}
-	agents := map[string]*core.Agent{"demo": {
-		ID: "demo", Description: "the offline demo agent", Provider: "demo", ModelName: "demo", Model: demo.Model{},
-		Tools: []core.AgentTool{{
-			Spec: core.ToolSpec{Name: "deploy", Description: "Deploy a service", Parameters: json.RawMessage(
-				`{"type":"object","properties":{"service":{"type":"string"},"env":{"type":"string","enum":["staging","production"]}},"required":["service","env"]}`)},
-			Tool:     builtin.DemoDeploy{},
-			Approval: core.ApprovalRule{Required: true},
-		}},
-	}}
+	agents := demoAgents()
 	rt, err := routine.New(routine.Config{Store: db, Runs: db, Logger: log, Agents: []string{"demo"}})
 	if err != nil {
 		f.Fatal(err)

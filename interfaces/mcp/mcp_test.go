@@ -55,15 +55,7 @@ func newGateway(t *testing.T) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agents := map[string]*core.Agent{"demo": {
-		ID: "demo", Description: "the offline demo agent", Provider: "demo", ModelName: "demo", Model: demo.Model{},
-		Tools: []core.AgentTool{{
-			Spec: core.ToolSpec{Name: "deploy", Description: "Deploy a service", Parameters: json.RawMessage(
-				`{"type":"object","properties":{"service":{"type":"string"},"env":{"type":"string","enum":["staging","production"]}},"required":["service","env"]}`)},
-			Tool:     builtin.DemoDeploy{},
-			Approval: core.ApprovalRule{Required: true},
-		}},
-	}}
+	agents := demoAgents()
 	rt, err := routine.New(routine.Config{Store: db, Runs: db, Logger: log, Clock: clk, Agents: []string{"demo"}})
 	if err != nil {
 		t.Fatal(err)
@@ -707,4 +699,17 @@ func TestApprovalPromptBindsToolAndInput(t *testing.T) {
 	if got := <-second; !strings.Contains(got, `"behavior":"deny"`) {
 		t.Fatalf("second answer = %s, want deny", got)
 	}
+}
+
+// demoAgents is the demo agent with a deploy tool that needs approval.
+func demoAgents() map[string]*core.Agent {
+	return map[string]*core.Agent{"demo": {
+		ID: "demo", Description: "the offline demo agent", Provider: "demo", ModelName: "demo", Model: demo.Model{},
+		Tools: []core.AgentTool{{
+			Spec: core.ToolSpec{Name: "deploy", Description: "Deploy a service", Parameters: json.RawMessage(
+				`{"type":"object","properties":{"service":{"type":"string"},"env":{"type":"string","enum":["staging","production"]}},"required":["service","env"]}`)},
+			Tool:     builtin.DemoDeploy{},
+			Approval: core.ApprovalRule{Required: true},
+		}},
+	}}
 }

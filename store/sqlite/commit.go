@@ -208,11 +208,10 @@ func (db *DB) abort(tx *txn, ran, rest []*writeReq, results []error, err error) 
 	}
 	if len(rest) > 0 {
 		off := len(results) - len(rest)
-		sub := make([]*writeReq, len(rest))
-		copy(sub, rest)
 		// rest report through batch's done channels (the caller's defer):
 		// run them in a batch of their own and take their results from it.
-		for i, r := range sub {
+		sub := make([]*writeReq, len(rest))
+		for i, r := range rest {
 			sub[i] = &writeReq{ctx: r.ctx, fn: r.fn, done: make(chan error, 1), taken: true}
 		}
 		db.commit(sub)

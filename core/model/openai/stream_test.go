@@ -428,12 +428,10 @@ func TestGenerateDoesNotWaitAfterDone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
+	// The server ends the response only after the test: a Generate that
+	// waited for its end would run into its timeout and fail.
 	resp, err := m.Generate(t.Context(), userSays("hi"), nil)
 	if err != nil || resp.Text != "hi" {
-		t.Fatalf("Generate = %+v, %v", resp, err)
-	}
-	if d := time.Since(start); d > timeout/2 {
-		t.Errorf("Generate took %s: it waited for the response to end", d)
+		t.Fatalf("Generate = %+v, %v (it waited for the response to end?)", resp, err)
 	}
 }
