@@ -24,14 +24,15 @@ func (e *NotCallerError) Error() string {
 // Triggerer reads and fires routines; *routine.Scheduler is one.
 type Triggerer interface {
 	Get(ctx context.Context, id string) (core.Routine, error)
-	TriggerIn(ctx context.Context, id, extra, userID string, b core.Binding, dedupeKey string) (core.Run, error)
+	TriggerIn(ctx context.Context, m core.ManualFire) (core.Run, error)
 }
 
 // Trigger is the one way a person or key fires a routine on demand, on
 // every route (REST, CLI, MCP, chat commands): p must pass MayTrigger, then
 // the routine fires with extra appended to its input, its result going to
 // conversation b as well when set (dedupeKey names a chat command, see
-// routine.Scheduler.TriggerIn). The trigger, or its refusal, is audited.
+// routine.Scheduler.TriggerIn). The trigger is audited in the transaction
+// that fires it; a refusal is audited too.
 // Role checks (operator and up for keys) are the route's.
 func (s *Service) Trigger(ctx context.Context, rr Triggerer, p Principal, id, extra string, b core.Binding, dedupeKey string) (core.Run, error) {
 	r, err := rr.Get(ctx, id)
@@ -45,13 +46,8 @@ func (s *Service) Trigger(ctx context.Context, rr Triggerer, p Principal, id, ex
 		}
 		return core.Run{}, err
 	}
-	run, err := rr.TriggerIn(ctx, r.ID, extra, p.ID, b, dedupeKey)
-	if err != nil {
-		return core.Run{}, err
-	}
-	s.audit(ctx, core.AuditEntry{Principal: p.ID, Route: p.Route, Action: core.AuditTrigger, Target: r.ID,
-		Detail: "run " + run.ID})
-	return run, nil
+	return rr.TriggerIn(ctx, core.ManualFire{RoutineID: r.ID, Extra: extra, UserID: p.ID, Binding: b, DedupeKey: dedupeKey,
+		Audit: &core.AuditEntry{Principal: p.ID, Route: p.Route, Action: core.AuditTrigger, Target: r.ID}})
 }
 
 // MayTrigger says whether p may trigger routine r on demand

@@ -67,6 +67,13 @@ const (
 	FireMissed    FireKind = "missed"    // a due time that passed while no scheduler ran; no run
 )
 
+// RoutineFilter selects routines. Empty fields match everything.
+type RoutineFilter struct {
+	// AgentIDs, when not empty, keeps the routines of these agents only.
+	AgentIDs []string
+	ListOptions
+}
+
 // Routine is a scheduled agent job and its scheduling state.
 type Routine struct {
 	ID      string `json:"id"`
@@ -230,6 +237,25 @@ type RoutineFire struct {
 	MissedOmitted int
 	// Runs are created in order, each with its history entry.
 	Runs []FireRun
+	// Audit, when set, is recorded in the fire's transaction (At defaults
+	// to f.At): a trigger is audited exactly when it fired.
+	Audit *AuditEntry
+}
+
+// ManualFire is an on-demand fire of a routine (routine.Scheduler.TriggerIn).
+type ManualFire struct {
+	RoutineID string
+	// Extra is appended to the routine's input.
+	Extra string
+	// UserID is who asked; the run is theirs.
+	UserID string
+	// Binding, when set, is the conversation the result goes to as well.
+	Binding Binding
+	// DedupeKey names a chat command: a redelivered command returns the run
+	// it created instead of firing again.
+	DedupeKey string
+	// Audit is recorded with the fire (its Detail names the run when empty).
+	Audit *AuditEntry
 }
 
 // FireRun is one run a fire creates.
@@ -281,7 +307,7 @@ type RoutineStore interface {
 	DeleteRoutine(ctx context.Context, id string) error
 	GetRoutine(ctx context.Context, id string) (Routine, error)
 	// ListRoutines pages through routines in id order.
-	ListRoutines(ctx context.Context, o ListOptions) (Page[Routine], error)
+	ListRoutines(ctx context.Context, f RoutineFilter) (Page[Routine], error)
 	// DueRoutines lists up to limit (0 = all) enabled routines with
 	// next_fire_at <= now, earliest first.
 	DueRoutines(ctx context.Context, now time.Time, limit int) ([]Routine, error)

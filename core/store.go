@@ -81,6 +81,9 @@ type ListOptions struct {
 type SessionFilter struct {
 	UserID  string
 	AgentID string
+	// AgentIDs, when not empty, keeps the sessions of these agents only
+	// (a key limited to some agents pages through what it may see).
+	AgentIDs []string
 	ListOptions
 }
 
@@ -95,6 +98,12 @@ type RunFilter struct {
 type ApprovalFilter struct {
 	Status ApprovalStatus
 	RunID  string
+	// AgentIDs, when not empty, keeps the approvals of these agents' runs.
+	AgentIDs []string
+	// Conversation, when set, keeps the approvals of runs asked in this
+	// platform's channel (Platform and Channel must match; Workspace when
+	// both sides name one). Thread is not compared.
+	Conversation *Binding
 	ListOptions
 }
 

@@ -292,39 +292,50 @@ func newRunIn(r core.Routine, input, userID string, b core.Binding, now time.Tim
 // names who asked ("" = the routine). The run starts at once (after any
 // earlier run of the routine that is still active).
 func (s *Scheduler) Trigger(ctx context.Context, id, extra, userID string) (core.Run, error) {
-	return s.TriggerIn(ctx, id, extra, userID, core.Binding{}, "")
+	return s.TriggerIn(ctx, core.ManualFire{RoutineID: id, Extra: extra, UserID: userID})
 }
 
-// TriggerIn is Trigger asked from a chat conversation b (a slash command):
-// the run's result is posted there (as well as to the routine's deliver_to,
-// when that is another place), and its approvals are asked there. dedupeKey,
-// when set, names the command in b.Platform's inbox: a command delivered
-// again fires nothing more and returns the run the first delivery started.
-func (s *Scheduler) TriggerIn(ctx context.Context, id, extra, userID string, b core.Binding, dedupeKey string) (core.Run, error) {
+// TriggerIn is Trigger with where it was asked from. Asked from a chat
+// conversation m.Binding (a slash command), the run's result is posted
+// there (as well as to the routine's deliver_to, when that is another
+// place), and its approvals are asked there. m.DedupeKey, when set, names
+// the command in the platform's inbox: a command delivered again fires
+// nothing more (and audits nothing more) and returns the run the first
+// delivery started. m.Audit is recorded in the fire's transaction.
+func (s *Scheduler) TriggerIn(ctx context.Context, m core.ManualFire) (core.Run, error) {
+	id := m.RoutineID
 	r, err := s.cfg.Store.GetRoutine(ctx, id)
 	if err != nil {
 		return core.Run{}, err
 	}
 	input := r.Input
-	if extra = strings.TrimSpace(extra); extra != "" {
+	if extra := strings.TrimSpace(m.Extra); extra != "" {
 		input += "\n\n" + extra
 	}
 	now := s.cfg.Clock.Now().UTC()
-	nr := newRunIn(r, input, userID, b, now)
-	if dedupeKey != "" {
-		nr.Platform, nr.DedupeKey = b.Platform, dedupeKey
+	nr := newRunIn(r, input, m.UserID, m.Binding, now)
+	if m.DedupeKey != "" {
+		nr.Platform, nr.DedupeKey = m.Binding.Platform, m.DedupeKey
+	}
+	var audit *core.AuditEntry
+	if m.Audit != nil {
+		e := *m.Audit
+		if e.Detail == "" {
+			e.Detail = "run " + nr.Run.ID
+		}
+		audit = &e
 	}
 	runs, err := s.cfg.Store.FireRoutine(ctx, core.RoutineFire{RoutineID: id, Manual: true, At: now,
-		Runs: []core.FireRun{{Kind: core.FireManual, Run: nr}}})
+		Runs: []core.FireRun{{Kind: core.FireManual, Run: nr}}, Audit: audit})
 	var dup *core.DuplicateError
 	if errors.As(err, &dup) {
-		s.log.Info("routine trigger delivered again; not fired twice", "routine", id, "run", dup.RunID, "key", dedupeKey)
+		s.log.Info("routine trigger delivered again; not fired twice", "routine", id, "run", dup.RunID, "key", m.DedupeKey)
 		return s.cfg.Runs.GetRun(ctx, dup.RunID)
 	}
 	if err != nil {
 		return core.Run{}, fmt.Errorf("trigger routine %s: %w", id, err)
 	}
-	s.log.Info("routine triggered", "routine", id, "run", runs[0].ID, "user", userID)
+	s.log.Info("routine triggered", "routine", id, "run", runs[0].ID, "user", m.UserID)
 	return runs[0], nil
 }
 
@@ -355,8 +366,8 @@ func (s *Scheduler) Get(ctx context.Context, id string) (core.Routine, error) {
 }
 
 // List pages through the routines in id order.
-func (s *Scheduler) List(ctx context.Context, o core.ListOptions) (core.Page[core.Routine], error) {
-	return s.cfg.Store.ListRoutines(ctx, o)
+func (s *Scheduler) List(ctx context.Context, f core.RoutineFilter) (core.Page[core.Routine], error) {
+	return s.cfg.Store.ListRoutines(ctx, f)
 }
 
 // History pages through routine id's history, oldest first. ErrNotFound

@@ -610,7 +610,7 @@ func TestResultDeliveredWhereAsked(t *testing.T) {
 	d.DeliverTo = "slack:C0DIGEST"
 	e.sync(d)
 	asked := core.Binding{Platform: "slack", Workspace: "T1", Channel: "C0ASKED"}
-	run, err := e.s.TriggerIn(t.Context(), "r", "only prod", "U1", asked, "")
+	run, err := e.s.TriggerIn(t.Context(), core.ManualFire{RoutineID: "r", Extra: "only prod", UserID: "U1", Binding: asked})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -641,11 +641,11 @@ func TestTriggerInDedupes(t *testing.T) {
 	e := newEnv(t, utc("2026-01-09 10:30:00"))
 	e.sync(def("r", "@hourly"))
 	b := core.Binding{Platform: "slack", Channel: "C0ASKED"}
-	first, err := e.s.TriggerIn(t.Context(), "r", "", "U1", b, "run:command:1337.42")
+	first, err := e.s.TriggerIn(t.Context(), core.ManualFire{RoutineID: "r", UserID: "U1", Binding: b, DedupeKey: "run:command:1337.42"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := e.s.TriggerIn(t.Context(), "r", "", "U1", b, "run:command:1337.42")
+	again, err := e.s.TriggerIn(t.Context(), core.ManualFire{RoutineID: "r", UserID: "U1", Binding: b, DedupeKey: "run:command:1337.42"})
 	if err != nil || again.ID != first.ID {
 		t.Fatalf("second delivery = %s, %v; want the first run %s", again.ID, err, first.ID)
 	}

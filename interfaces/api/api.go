@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -594,13 +593,13 @@ func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	page, err := s.cfg.Store.ListSessions(r.Context(), core.SessionFilter{UserID: q.Get("user_id"), AgentID: q.Get("agent_id"), ListOptions: opts})
+	page, err := s.cfg.Store.ListSessions(r.Context(), core.SessionFilter{
+		UserID: q.Get("user_id"), AgentID: q.Get("agent_id"), AgentIDs: caller(r).Agents, ListOptions: opts,
+	})
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	p := caller(r)
-	page.Items = slices.DeleteFunc(page.Items, func(x core.Session) bool { return !p.MayUseAgent(x.AgentID) })
 	writeJSON(w, http.StatusOK, nonNil(page))
 }
 
@@ -649,17 +648,12 @@ func (s *server) listApprovals(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", "status: must be one of pending, approved, denied, expired, cancelled")
 		return
 	}
-	page, err := s.cfg.Store.ListApprovals(r.Context(), core.ApprovalFilter{Status: st, RunID: q.Get("run_id"), ListOptions: opts})
+	page, err := s.cfg.Store.ListApprovals(r.Context(), core.ApprovalFilter{
+		Status: st, RunID: q.Get("run_id"), AgentIDs: caller(r).Agents, ListOptions: opts,
+	})
 	if err != nil {
 		s.fail(w, err)
 		return
-	}
-	if p := caller(r); len(p.Agents) > 0 {
-		page.Items, err = visibleApprovals(r.Context(), s.cfg.Store, p, page.Items)
-		if err != nil {
-			s.fail(w, err)
-			return
-		}
 	}
 	writeJSON(w, http.StatusOK, nonNil(page))
 }
@@ -717,21 +711,6 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, a)
 	}
-}
-
-// visibleApprovals keeps the approvals of runs whose agent p may use.
-func visibleApprovals(ctx context.Context, st core.Store, p approval.Principal, items []core.Approval) ([]core.Approval, error) {
-	out := items[:0]
-	for _, a := range items {
-		run, err := st.GetRun(ctx, a.RunID)
-		if err != nil {
-			return nil, err
-		}
-		if p.MayUseAgent(run.AgentID) {
-			out = append(out, a)
-		}
-	}
-	return out, nil
 }
 
 // listAudit serves GET /api/v1/audit: newest first, filtered by principal,

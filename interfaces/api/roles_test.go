@@ -1,9 +1,12 @@
 package api_test
 
 import (
+	"encoding/json"
 	"testing"
 
+	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/api"
 )
 
 const (
@@ -76,5 +79,51 @@ func TestKeyRoles(t *testing.T) {
 	as(adminKey).call("GET", "/api/v1/audit?action=approval.approve&target="+a.ID, "", &byAction)
 	if len(byAction.Items) != 1 || byAction.Items[0].Principal != "key:k3" {
 		t.Fatalf("audit filtered by action and target: %+v", byAction.Items)
+	}
+}
+
+// A key limited to some agents pages through their sessions and approvals
+// only: full pages of its own, and nothing (no cursor either) of others'.
+func TestKeyLimitedToAgentsPagesThroughItsOwn(t *testing.T) {
+	const demoOnly, billingOnly = "demo-only-key-0123456789", "billing-only-key-0123456789"
+	e := newEnvWith(t, func(c *api.Config) {
+		c.Keys = append(c.Keys,
+			api.Key{Name: "demo-ci", Secret: demoOnly, Role: approval.RoleViewer, Agents: []string{"demo"}},
+			api.Key{Name: "billing-ci", Secret: billingOnly, Role: approval.RoleViewer, Agents: []string{"billing"}})
+	}, adminKey)
+	as := func(key string) *env { c := *e; c.key = key; return &c }
+	var runs []string
+	for range 3 {
+		var run runResp
+		if code := e.call("POST", "/api/v1/agents/demo/runs?wait=true", `{"input":"deploy web to staging"}`, &run); code != 200 || len(run.PendingApprovals) != 1 {
+			t.Fatalf("starting a run: %d %+v", code, run)
+		}
+		runs = append(runs, run.ID)
+	}
+	pages := func(key, path string) (n int, pages int) {
+		cursor := ""
+		for range 10 {
+			var p core.Page[json.RawMessage]
+			if code := as(key).call("GET", path+"?limit=1&cursor="+cursor, "", &p); code != 200 {
+				t.Fatalf("%s as %s: %d", path, key, code)
+			}
+			n, pages = n+len(p.Items), pages+1
+			if cursor = p.NextCursor; cursor == "" {
+				return n, pages
+			}
+		}
+		t.Fatalf("%s as %s: more than 10 pages", path, key)
+		return 0, 0
+	}
+	for _, path := range []string{"/api/v1/sessions", "/api/v1/approvals"} {
+		if n, p := pages(demoOnly, path); n != 3 || p != 3 {
+			t.Errorf("%s as the demo key: %d items on %d pages, want 3 on 3", path, n, p)
+		}
+		if n, p := pages(billingOnly, path); n != 0 || p != 1 {
+			t.Errorf("%s as the billing key: %d items on %d pages, want one empty page", path, n, p)
+		}
+	}
+	if code := as(billingOnly).call("GET", "/api/v1/runs/"+runs[0], "", nil); code != 403 {
+		t.Errorf("the billing key reading a demo run: %d, want 403", code)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 
 	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
@@ -12,12 +11,12 @@ import (
 
 // Routines is the routine service the API exposes (*routine.Scheduler).
 type Routines interface {
-	List(ctx context.Context, o core.ListOptions) (core.Page[core.Routine], error)
+	List(ctx context.Context, f core.RoutineFilter) (core.Page[core.Routine], error)
 	Get(ctx context.Context, id string) (core.Routine, error)
 	History(ctx context.Context, id string, o core.ListOptions) (core.Page[core.RoutineEntry], error)
 	// TriggerIn fires the routine now with extra appended to its input
 	// (approval.Service.Trigger checks the caller first).
-	TriggerIn(ctx context.Context, id, extra, userID string, b core.Binding, dedupeKey string) (core.Run, error)
+	TriggerIn(ctx context.Context, m core.ManualFire) (core.Run, error)
 	Enable(ctx context.Context, id string) (core.Routine, error)
 	Disable(ctx context.Context, id string) (core.Routine, error)
 	// Create stores a routine with source api: *core.InputError when the
@@ -50,13 +49,11 @@ func (s *server) listRoutines(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	page, err := s.cfg.Routines.List(r.Context(), opts)
+	page, err := s.cfg.Routines.List(r.Context(), core.RoutineFilter{AgentIDs: caller(r).Agents, ListOptions: opts})
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	p := caller(r)
-	page.Items = slices.DeleteFunc(page.Items, func(x core.Routine) bool { return !p.MayUseAgent(x.AgentID) })
 	writeJSON(w, http.StatusOK, nonNil(page))
 }
 

@@ -137,34 +137,31 @@ func Asker(platform, workspace, channel, user string) approval.Principal {
 }
 
 // Decidable lists the pending approvals of conversation b that p may
-// decide (at most 100). In a direct message b is the DM: theirs.
+// decide (at most 100, oldest first). In a direct message b is the DM:
+// theirs.
 func Decidable(ctx context.Context, st interface {
 	ListApprovals(ctx context.Context, f core.ApprovalFilter) (core.Page[core.Approval], error)
-	GetSession(ctx context.Context, id string) (core.Session, error)
 }, d Decider, b core.Binding, p approval.Principal) ([]core.Approval, error) {
-	page, err := st.ListApprovals(ctx, core.ApprovalFilter{Status: core.ApprovalPending, ListOptions: core.ListOptions{Limit: 100}})
-	if err != nil {
-		return nil, err
-	}
+	const most = 100
 	var out []core.Approval
-	sessions := map[string]core.Session{}
-	for _, a := range page.Items {
-		ses, ok := sessions[a.SessionID]
-		if !ok {
-			if ses, err = st.GetSession(ctx, a.SessionID); err != nil {
-				return nil, err
+	f := core.ApprovalFilter{Status: core.ApprovalPending, Conversation: &b, ListOptions: core.ListOptions{Limit: most}}
+	for {
+		page, err := st.ListApprovals(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range page.Items {
+			if d.Check(ctx, a, p, false) == nil {
+				if out = append(out, a); len(out) == most {
+					return out, nil
+				}
 			}
-			sessions[a.SessionID] = ses
 		}
-		if ses.Binding.Platform != b.Platform || ses.Binding.Channel != b.Channel ||
-			b.Workspace != "" && ses.Binding.Workspace != "" && ses.Binding.Workspace != b.Workspace {
-			continue
+		if page.NextCursor == "" {
+			return out, nil
 		}
-		if d.Check(ctx, a, p, false) == nil {
-			out = append(out, a)
-		}
+		f.Cursor = page.NextCursor
 	}
-	return out, nil
 }
 
 // Callable is the routines of rs that p may trigger: what a chat command

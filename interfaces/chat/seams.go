@@ -48,7 +48,7 @@ type ApprovalLister interface {
 
 // RoutineRunner lists and triggers routines; *routine.Scheduler is one.
 type RoutineRunner interface {
-	List(ctx context.Context, o core.ListOptions) (core.Page[core.Routine], error)
+	List(ctx context.Context, f core.RoutineFilter) (core.Page[core.Routine], error)
 	Get(ctx context.Context, id string) (core.Routine, error)
-	TriggerIn(ctx context.Context, id, extra, userID string, b core.Binding, dedupeKey string) (core.Run, error)
+	TriggerIn(ctx context.Context, m core.ManualFire) (core.Run, error)
 }

@@ -91,7 +91,7 @@ func (h *Handler) listRoutines(ctx context.Context, i *discordgo.Interaction, us
 	if rr == nil {
 		return "Routines are not available on this gateway.", nil
 	}
-	page, err := rr.List(ctx, core.ListOptions{Limit: 50})
+	page, err := rr.List(ctx, core.RoutineFilter{ListOptions: core.ListOptions{Limit: 50}})
 	if err != nil {
 		return "", err
 	}

@@ -314,13 +314,13 @@ type fakeRoutines struct {
 	triggered []string
 }
 
-func (f *fakeRoutines) List(context.Context, core.ListOptions) (core.Page[core.Routine], error) {
+func (f *fakeRoutines) List(context.Context, core.RoutineFilter) (core.Page[core.Routine], error) {
 	return core.Page[core.Routine]{Items: []core.Routine{{ID: "daily-digest", AgentID: "ops", Schedule: "0 9 * * 1-5", Enabled: true},
 		{ID: "deploy-prod", AgentID: "ops", Schedule: "@daily", Callers: []string{"role-deployers"}}}}, nil
 }
 
 func (f *fakeRoutines) Get(ctx context.Context, id string) (core.Routine, error) {
-	page, _ := f.List(ctx, core.ListOptions{})
+	page, _ := f.List(ctx, core.RoutineFilter{})
 	for _, r := range page.Items {
 		if r.ID == id {
 			return r, nil
@@ -329,7 +329,8 @@ func (f *fakeRoutines) Get(ctx context.Context, id string) (core.Routine, error)
 	return core.Routine{}, fmt.Errorf("routine %s: %w", id, core.ErrNotFound)
 }
 
-func (f *fakeRoutines) TriggerIn(ctx context.Context, id, extra, user string, b core.Binding, _ string) (core.Run, error) {
+func (f *fakeRoutines) TriggerIn(ctx context.Context, m core.ManualFire) (core.Run, error) {
+	id, extra, user, b := m.RoutineID, m.Extra, m.UserID, m.Binding
 	if _, err := f.Get(ctx, id); err != nil {
 		return core.Run{}, err
 	}

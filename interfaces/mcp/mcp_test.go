@@ -34,6 +34,9 @@ import (
 
 const testKey = "test-key-0123456789abcdef"
 
+// billingKey is a viewer key limited to the billing agent (not demo).
+const billingKey = "billing-key-0123456789abcdef"
+
 // keyName is how decisions made with testKey are recorded.
 var keyName = "key:" + api.KeyName(testKey)
 
@@ -76,7 +79,10 @@ func newGateway(t *testing.T) *gateway {
 	go func() { defer close(done); _ = eng.Start(ctx) }()
 	h := mcp.Handler(mcp.Config{Engine: eng, Store: db, Approvals: aps, Routines: rt, Logger: log, Version: "test",
 		Authenticated: true, PollInterval: 20 * time.Millisecond, KeepAlive: 50 * time.Millisecond})
-	srv := httptest.NewServer(api.New(api.Config{Engine: eng, Store: db, Approvals: aps, Routines: rt, Keys: []api.Key{{Name: api.KeyName(testKey), Secret: testKey, Role: approval.RoleAdmin}},
+	srv := httptest.NewServer(api.New(api.Config{Engine: eng, Store: db, Approvals: aps, Routines: rt, Keys: []api.Key{
+		{Name: api.KeyName(testKey), Secret: testKey, Role: approval.RoleAdmin},
+		{Name: "billing-ci", Secret: billingKey, Role: approval.RoleViewer, Agents: []string{"billing"}},
+	},
 		Logger: log, PollInterval: 20 * time.Millisecond, Protected: map[string]http.Handler{"/mcp": h}}))
 	t.Cleanup(func() {
 		srv.Close()
@@ -140,6 +146,7 @@ type clientOpts struct {
 	legacy  bool                      // stay on the 2025 protocol (initialize handshake)
 	elicit  client.ElicitationHandler // nil: the client cannot elicit
 	onEvent func(mcpgo.JSONRPCNotification)
+	key     string // testKey when empty
 }
 
 // connect starts an mcp-go client on t over tr.
@@ -172,7 +179,11 @@ func connect(t *testing.T, tr transport.Interface, o clientOpts) *client.Client 
 // httpClient connects an mcp-go client to the gateway's /mcp with the key.
 func (g *gateway) httpClient(o clientOpts) *client.Client {
 	g.t.Helper()
-	tr, err := transport.NewStreamableHTTP(g.srv.URL+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + testKey}))
+	key := testKey
+	if o.key != "" {
+		key = o.key
+	}
+	tr, err := transport.NewStreamableHTTP(g.srv.URL+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + key}))
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -441,6 +452,32 @@ func TestRoutinesAndSessions(t *testing.T) {
 	}
 	if res := call(t, c, "get_session_messages", map[string]any{"session_id": "nope"}); !res.IsError {
 		t.Fatalf("unknown session: %+v", res)
+	}
+}
+
+// A key limited to another agent sees none of demo's approvals, sessions,
+// routines or messages through MCP.
+func TestKeyLimitedToAnotherAgent(t *testing.T) {
+	g := newGateway(t)
+	admin := g.httpClient(clientOpts{})
+	var run api.RunView
+	structured(t, call(t, admin, "run_agent", map[string]any{"agent": "demo", "input": "deploy web to staging"}), &run)
+	g.pending()
+	c := g.httpClient(clientOpts{key: billingKey})
+	for _, tool := range []string{"list_approvals", "list_sessions", "list_routines"} {
+		var p core.Page[json.RawMessage]
+		structured(t, call(t, c, tool, map[string]any{"limit": 1}), &p)
+		if len(p.Items) != 0 || p.NextCursor != "" {
+			t.Errorf("%s as the billing key: %+v, want nothing", tool, p)
+		}
+	}
+	for tool, args := range map[string]map[string]any{
+		"get_session_messages": {"session_id": run.SessionID},
+		"get_run":              {"run_id": run.ID},
+	} {
+		if res := call(t, c, tool, args); !res.IsError || !strings.Contains(text(t, res), "limited to other agents") {
+			t.Errorf("%s as the billing key: %+v, want a refusal", tool, res)
+		}
 	}
 }
 

@@ -194,7 +194,9 @@ func (h *handlers) listApprovals(ctx context.Context, req mcpgo.CallToolRequest)
 	case !st.Valid():
 		return mcpgo.NewToolResultError("status: must be one of pending, approved, denied, expired, cancelled, all"), nil
 	}
-	return pageResult(h.cfg.Store.ListApprovals(ctx, core.ApprovalFilter{Status: st, RunID: req.GetString("run_id", ""), ListOptions: page(req)}))
+	return pageResult(h.cfg.Store.ListApprovals(ctx, core.ApprovalFilter{
+		Status: st, RunID: req.GetString("run_id", ""), AgentIDs: caller(ctx).Agents, ListOptions: page(req),
+	}))
 }
 
 func (h *handlers) decideApproval(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
@@ -252,7 +254,7 @@ func mayUse(ctx context.Context, agent string) *mcpgo.CallToolResult {
 }
 
 func (h *handlers) listRoutines(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-	return pageResult(h.cfg.Routines.List(ctx, page(req)))
+	return pageResult(h.cfg.Routines.List(ctx, core.RoutineFilter{AgentIDs: caller(ctx).Agents, ListOptions: page(req)}))
 }
 
 func (h *handlers) triggerRoutine(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
@@ -269,7 +271,8 @@ func (h *handlers) triggerRoutine(ctx context.Context, req mcpgo.CallToolRequest
 
 func (h *handlers) listSessions(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 	return pageResult(h.cfg.Store.ListSessions(ctx, core.SessionFilter{
-		AgentID: req.GetString("agent_id", ""), UserID: req.GetString("user_id", ""), ListOptions: page(req),
+		AgentID: req.GetString("agent_id", ""), UserID: req.GetString("user_id", ""), AgentIDs: caller(ctx).Agents,
+		ListOptions: page(req),
 	}))
 }
 
@@ -286,8 +289,12 @@ func (h *handlers) sessionMessages(ctx context.Context, req mcpgo.CallToolReques
 	if bad != nil {
 		return bad, nil
 	}
-	if _, err := h.cfg.Store.GetSession(ctx, id); err != nil {
+	ses, err := h.cfg.Store.GetSession(ctx, id)
+	if err != nil {
 		return failure(err), nil
+	}
+	if bad := mayUse(ctx, ses.AgentID); bad != nil {
+		return bad, nil
 	}
 	runs, err := h.cfg.Store.ListRuns(ctx, core.RunFilter{SessionID: id, ListOptions: page(req)})
 	if err != nil {

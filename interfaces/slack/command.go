@@ -61,7 +61,7 @@ func (h *Handler) listRoutines(ctx context.Context, cmd *chat.Command, name stri
 	if rr == nil {
 		return ephemeral("Routines are not available on this gateway."), nil
 	}
-	page, err := rr.List(ctx, core.ListOptions{Limit: 50})
+	page, err := rr.List(ctx, core.RoutineFilter{ListOptions: core.ListOptions{Limit: 50}})
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ func newApprovalsEnv(t *testing.T) *approvalsEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	e := &approvalsEnv{db: db, fake: slacktest.New(t), routines: &fakeRoutines{}}
+	e := &approvalsEnv{db: db, fake: slacktest.New(t), routines: &fakeRoutines{audit: db}}
 	e.fake.UserGroup("S0ONCALL01", ana)
 	if e.client, err = slack.NewClient(slack.ClientConfig{Token: e.fake.Token, APIURL: e.fake.URL, ChannelInterval: -1}); err != nil {
 		t.Fatal(err)
@@ -444,9 +444,10 @@ func TestDenyAsksForReason(t *testing.T) {
 
 type fakeRoutines struct {
 	triggered []string
+	audit     core.AuditLog // records a trigger's audit entry, as the routine store does
 }
 
-func (f *fakeRoutines) List(context.Context, core.ListOptions) (core.Page[core.Routine], error) {
+func (f *fakeRoutines) List(context.Context, core.RoutineFilter) (core.Page[core.Routine], error) {
 	next := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
 	return core.Page[core.Routine]{Items: []core.Routine{
 		{ID: "daily-digest", AgentID: "ops", Schedule: "0 9 * * 1-5", Enabled: true, NextFireAt: &next},
@@ -456,7 +457,7 @@ func (f *fakeRoutines) List(context.Context, core.ListOptions) (core.Page[core.R
 }
 
 func (f *fakeRoutines) Get(ctx context.Context, id string) (core.Routine, error) {
-	page, _ := f.List(ctx, core.ListOptions{})
+	page, _ := f.List(ctx, core.RoutineFilter{})
 	for _, r := range page.Items {
 		if r.ID == id {
 			return r, nil
@@ -465,11 +466,17 @@ func (f *fakeRoutines) Get(ctx context.Context, id string) (core.Routine, error)
 	return core.Routine{}, fmt.Errorf("routine %s: %w", id, core.ErrNotFound)
 }
 
-func (f *fakeRoutines) TriggerIn(ctx context.Context, id, extra, user string, b core.Binding, _ string) (core.Run, error) {
+func (f *fakeRoutines) TriggerIn(ctx context.Context, m core.ManualFire) (core.Run, error) {
+	id, extra, user, b := m.RoutineID, m.Extra, m.UserID, m.Binding
 	if _, err := f.Get(ctx, id); err != nil {
 		return core.Run{}, err
 	}
 	f.triggered = append(f.triggered, fmt.Sprintf("%s|%s|%s|%s:%s", id, extra, user, b.Platform, b.Channel))
+	if m.Audit != nil {
+		if err := f.audit.AppendAudit(ctx, *m.Audit); err != nil {
+			return core.Run{}, err
+		}
+	}
 	return core.Run{ID: "run_digest1"}, nil
 }
 

@@ -111,7 +111,7 @@ func (h *Handler) listRoutines(ctx context.Context, cmd *chat.Command) (string, 
 	if h.cfg.Routines == nil {
 		return "Routines are not available on this gateway.", nil
 	}
-	page, err := h.cfg.Routines.List(ctx, core.ListOptions{Limit: 50})
+	page, err := h.cfg.Routines.List(ctx, core.RoutineFilter{ListOptions: core.ListOptions{Limit: 50}})
 	if err != nil || len(page.Items) == 0 {
 		return "No routines are defined. Add them under routines: in the config file.", err
 	}

@@ -305,10 +305,15 @@ func (db *DB) GetRoutine(ctx context.Context, id string) (core.Routine, error) {
 }
 
 // ListRoutines implements core.RoutineStore; the cursor is the last id.
-func (db *DB) ListRoutines(ctx context.Context, o core.ListOptions) (core.Page[core.Routine], error) {
-	limit := pageLimit(o.Limit)
-	rows, _ := db.pool.Query(ctx, `SELECT `+routineCols+` FROM routines WHERE id > $1 ORDER BY id LIMIT $2`,
-		o.Cursor, limit+1)
+func (db *DB) ListRoutines(ctx context.Context, f core.RoutineFilter) (core.Page[core.Routine], error) {
+	limit := pageLimit(f.Limit)
+	var a params
+	q := `SELECT ` + routineCols + ` FROM routines WHERE id > ` + a.add(f.Cursor)
+	if len(f.AgentIDs) > 0 {
+		q += ` AND agent_id = ANY(` + a.add(f.AgentIDs) + `)`
+	}
+	q += ` ORDER BY id LIMIT ` + a.add(limit+1)
+	rows, _ := db.pool.Query(ctx, q, a...)
 	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Routine, error) { return scanRoutine(row) })
 	if err != nil {
 		return core.Page[core.Routine]{}, fmt.Errorf("list routines: %w", err)
@@ -439,6 +444,9 @@ func (db *DB) FireRoutine(ctx context.Context, f core.RoutineFire) ([]core.Run, 
 		}
 		// One call, so that all job keys are locked in one order.
 		db.enqueueTx(tx, jobs...)
+		if f.Audit != nil {
+			insertAuditTx(tx, *f.Audit, f.At)
+		}
 		return nil
 	})
 	if err != nil {

@@ -82,7 +82,7 @@ func TestSyncRoutinesReplicas(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		p, err := dbs[0].ListRoutines(t.Context(), core.ListOptions{})
+		p, err := dbs[0].ListRoutines(t.Context(), core.RoutineFilter{})
 		if err != nil {
 			t.Fatalf("ListRoutines: %v", err)
 		}

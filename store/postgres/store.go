@@ -867,6 +867,9 @@ func (db *DB) ListSessions(ctx context.Context, f core.SessionFilter) (core.Page
 	if f.AgentID != "" {
 		q += ` AND agent_id = ` + a.add(f.AgentID)
 	}
+	if len(f.AgentIDs) > 0 {
+		q += ` AND agent_id = ANY(` + a.add(f.AgentIDs) + `)`
+	}
 	q += ` ORDER BY pk`
 	p, err := list(ctx, db, f.ListOptions, q, a, scanSession)
 	if err != nil {
@@ -897,6 +900,14 @@ func (db *DB) ListApprovals(ctx context.Context, f core.ApprovalFilter) (core.Pa
 	}
 	if f.RunID != "" {
 		q += ` AND run_id = ` + a.add(f.RunID)
+	}
+	if len(f.AgentIDs) > 0 {
+		q += ` AND run_id IN (SELECT id FROM runs WHERE agent_id = ANY(` + a.add(f.AgentIDs) + `))`
+	}
+	if b := f.Conversation; b != nil {
+		ws := a.add(b.Workspace)
+		q += ` AND session_id IN (SELECT id FROM sessions WHERE platform = ` + a.add(b.Platform) +
+			` AND channel = ` + a.add(b.Channel) + ` AND (` + ws + ` = '' OR workspace = '' OR workspace = ` + ws + `))`
 	}
 	q += ` ORDER BY pk`
 	p, err := list(ctx, db, f.ListOptions, q, a, scanApproval)

@@ -300,7 +300,7 @@ func testList(t *testing.T, h Harness) {
 	var ids []string
 	cursor := ""
 	for range 5 {
-		p, err := h.Routines.ListRoutines(t.Context(), core.ListOptions{Limit: 2, Cursor: cursor})
+		p, err := h.Routines.ListRoutines(t.Context(), core.RoutineFilter{ListOptions: core.ListOptions{Limit: 2, Cursor: cursor}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,9 +314,18 @@ func testList(t *testing.T, h Harness) {
 	if want := []string{"a", "b", "c"}; !slices.Equal(ids, want) {
 		t.Errorf("listed %v, want %v in id order", ids, want)
 	}
-	p, err := h.Routines.ListRoutines(t.Context(), core.ListOptions{})
+	p, err := h.Routines.ListRoutines(t.Context(), core.RoutineFilter{})
 	if err != nil || len(p.Items) != 3 || p.NextCursor != "" {
 		t.Errorf("default page: %d items, cursor %q, err %v", len(p.Items), p.NextCursor, err)
+	}
+
+	other := def("d", true, at(time.Hour))
+	other.AgentID = "other-agent"
+	syncDefs(t, h, t0, def("c", true, at(time.Hour)), def("a", false, time.Time{}), def("b", true, at(time.Hour)), other)
+	p, err = h.Routines.ListRoutines(t.Context(), core.RoutineFilter{AgentIDs: []string{"other-agent"},
+		ListOptions: core.ListOptions{Limit: 1}})
+	if err != nil || len(p.Items) != 1 || p.Items[0].ID != "d" || p.NextCursor != "" {
+		t.Errorf("routines of other-agent, one per page: %+v, err %v; want d alone on one page", p, err)
 	}
 }
 
@@ -505,8 +514,8 @@ func testFireManual(t *testing.T, h Harness) {
 }
 
 // A command asking for a manual fire, delivered twice (a chat platform's
-// redelivery), fires once: the second fire creates nothing and names the
-// first run.
+// redelivery), fires once: the second fire creates nothing, names the
+// first run and adds no second audit entry.
 func testFireManualDedupe(t *testing.T, h Harness) {
 	ctx := t.Context()
 	syncDefs(t, h, t0, def("r", false, at(time.Hour)))
@@ -514,7 +523,8 @@ func testFireManualDedupe(t *testing.T, h Harness) {
 		nr := newRun("r", at(time.Minute))
 		nr.Platform, nr.DedupeKey = "slack", "run:command:1337.42"
 		runs, err := h.Routines.FireRoutine(ctx, core.RoutineFire{RoutineID: "r", Manual: true, At: at(time.Minute),
-			Runs: []core.FireRun{{Kind: core.FireManual, Run: nr}}})
+			Runs: []core.FireRun{{Kind: core.FireManual, Run: nr}},
+			Audit: &core.AuditEntry{Principal: "slack:T1/U1", Route: "slack", Action: core.AuditTrigger, Target: "r", Detail: "run " + nr.Run.ID}})
 		if err != nil {
 			return core.Run{}, err
 		}
@@ -531,6 +541,14 @@ func testFireManualDedupe(t *testing.T, h Harness) {
 	}
 	if hist := history(t, h, "r"); len(hist) != 1 {
 		t.Errorf("history after a command delivered twice = %+v, want one fire", hist)
+	}
+	audit, err := h.Store.ListAudit(ctx, core.AuditFilter{Action: core.AuditTrigger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(audit.Items) != 1 || audit.Items[0].Principal != "slack:T1/U1" || audit.Items[0].Detail != "run "+first.ID ||
+		audit.Items[0].Outcome != core.AuditOK || !audit.Items[0].At.Equal(at(time.Minute)) {
+		t.Errorf("audit after a command delivered twice = %+v, want the one trigger at its fire time", audit.Items)
 	}
 }
 

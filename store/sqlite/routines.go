@@ -309,10 +309,15 @@ func (db *DB) GetRoutine(ctx context.Context, id string) (core.Routine, error) {
 }
 
 // ListRoutines implements core.RoutineStore; the cursor is the last id.
-func (db *DB) ListRoutines(ctx context.Context, o core.ListOptions) (core.Page[core.Routine], error) {
-	limit := pageLimit(o.Limit)
-	rows, err := db.r.QueryContext(ctx, `SELECT `+routineCols+` FROM routines WHERE id > ? ORDER BY id LIMIT ?`,
-		o.Cursor, limit+1)
+func (db *DB) ListRoutines(ctx context.Context, f core.RoutineFilter) (core.Page[core.Routine], error) {
+	limit := pageLimit(f.Limit)
+	q := `SELECT ` + routineCols + ` FROM routines WHERE id > ?`
+	args := []any{f.Cursor}
+	if len(f.AgentIDs) > 0 {
+		q += ` AND agent_id IN ` + inList(len(f.AgentIDs))
+		args = appendStrings(args, f.AgentIDs)
+	}
+	rows, err := db.r.QueryContext(ctx, q+` ORDER BY id LIMIT ?`, append(args, limit+1)...)
 	if err != nil {
 		return core.Page[core.Routine]{}, fmt.Errorf("list routines: %w", err)
 	}
@@ -452,6 +457,9 @@ func (db *DB) FireRoutine(ctx context.Context, f core.RoutineFire) ([]core.Run, 
 				return err
 			}
 			out = append(out, run)
+		}
+		if f.Audit != nil {
+			return insertAuditTx(ctx, tx, *f.Audit, f.At)
 		}
 		return nil
 	})

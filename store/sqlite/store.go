@@ -383,7 +383,7 @@ func (db *DB) ListRuns(ctx context.Context, f core.RunFilter) (core.Page[core.Ru
 		args = append(args, f.SessionID)
 	}
 	if len(f.Statuses) > 0 {
-		q += ` AND status IN (?` + strings.Repeat(", ?", len(f.Statuses)-1) + `)`
+		q += ` AND status IN ` + inList(len(f.Statuses))
 		for _, s := range f.Statuses {
 			args = append(args, string(s))
 		}
@@ -394,6 +394,16 @@ func (db *DB) ListRuns(ctx context.Context, f core.RunFilter) (core.Page[core.Ru
 		return core.Page[core.Run]{}, fmt.Errorf("list runs: %w", err)
 	}
 	return p, nil
+}
+
+// inList is "(?, ?, …)" with n placeholders.
+func inList(n int) string { return `(?` + strings.Repeat(", ?", n-1) + `)` }
+
+func appendStrings(args []any, ss []string) []any {
+	for _, s := range ss {
+		args = append(args, s)
+	}
+	return args
 }
 
 // SessionHead implements core.Store.
@@ -754,6 +764,10 @@ func (db *DB) ListSessions(ctx context.Context, f core.SessionFilter) (core.Page
 		q += ` AND agent_id = ?`
 		args = append(args, f.AgentID)
 	}
+	if len(f.AgentIDs) > 0 {
+		q += ` AND agent_id IN ` + inList(len(f.AgentIDs))
+		args = appendStrings(args, f.AgentIDs)
+	}
 	q += ` ORDER BY rowid LIMIT ?`
 	p, err := list(ctx, db, f.ListOptions, q, args, scanSession)
 	if err != nil {
@@ -786,6 +800,15 @@ func (db *DB) ListApprovals(ctx context.Context, f core.ApprovalFilter) (core.Pa
 	if f.RunID != "" {
 		q += ` AND run_id = ?`
 		args = append(args, f.RunID)
+	}
+	if len(f.AgentIDs) > 0 {
+		q += ` AND run_id IN (SELECT id FROM runs WHERE agent_id IN ` + inList(len(f.AgentIDs)) + `)`
+		args = appendStrings(args, f.AgentIDs)
+	}
+	if b := f.Conversation; b != nil {
+		q += ` AND session_id IN (SELECT id FROM sessions WHERE platform = ? AND channel = ?
+			AND (? = '' OR workspace = '' OR workspace = ?))`
+		args = append(args, b.Platform, b.Channel, b.Workspace, b.Workspace)
 	}
 	q += ` ORDER BY rowid LIMIT ?`
 	p, err := list(ctx, db, f.ListOptions, q, args, scanApproval)

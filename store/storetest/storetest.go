@@ -52,6 +52,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Harness) {
 		{"CancelRun", testCancelRun},
 		{"DueApprovals", testDueApprovals},
 		{"Pagination", testPagination},
+		{"ApprovalsOfAConversation", testApprovalsOfAConversation},
 		{"DefaultPageSize", testDefaultPageSize},
 		{"RequeueActive", testRequeueActive},
 		{"Counts", testCounts},
@@ -1117,7 +1118,7 @@ func testPagination(t *testing.T, h Harness) {
 		t.Errorf("ListApprovals of an empty store = %+v, %v; want no items and no cursor", empty, err)
 	}
 
-	var sessions, runs, approvals, agentBSessions, userSessions []string
+	var sessions, runs, approvals, agentBSessions, userSessions, agentBApprovals []string
 	for i := range 7 {
 		agent, user := agentA, "u1"
 		if i%2 == 1 {
@@ -1129,6 +1130,7 @@ func testPagination(t *testing.T, h Harness) {
 		sessions, runs, approvals = append(sessions, r.SessionID), append(runs, r.ID), append(approvals, a.ID)
 		if agent == agentB {
 			agentBSessions = append(agentBSessions, r.SessionID)
+			agentBApprovals = append(agentBApprovals, a.ID)
 		}
 		if user == "u1" {
 			userSessions = append(userSessions, r.SessionID)
@@ -1158,6 +1160,12 @@ func testPagination(t *testing.T, h Harness) {
 		{"sessions of an agent", func(limit int) ([]string, []int) {
 			return pageAll(t, "ListSessions", func(c string) (core.Page[core.Session], error) {
 				return h.Store.ListSessions(ctx, core.SessionFilter{AgentID: agentB, ListOptions: core.ListOptions{Limit: limit, Cursor: c}})
+			}, sessionID)
+		}, 2, agentBSessions, []int{2, 1}},
+		{"sessions of the agents a key may use", func(limit int) ([]string, []int) {
+			return pageAll(t, "ListSessions", func(c string) (core.Page[core.Session], error) {
+				return h.Store.ListSessions(ctx, core.SessionFilter{AgentIDs: []string{agentB, "nobody"},
+					ListOptions: core.ListOptions{Limit: limit, Cursor: c}})
 			}, sessionID)
 		}, 2, agentBSessions, []int{2, 1}},
 		{"sessions of a user", func(limit int) ([]string, []int) {
@@ -1203,6 +1211,12 @@ func testPagination(t *testing.T, h Harness) {
 				return h.Store.ListApprovals(ctx, core.ApprovalFilter{RunID: runs[4], ListOptions: core.ListOptions{Limit: limit, Cursor: c}})
 			}, approvalID)
 		}, 0, approvals[4:5], []int{1}},
+		{"approvals of the agents a key may use", func(limit int) ([]string, []int) {
+			return pageAll(t, "ListApprovals", func(c string) (core.Page[core.Approval], error) {
+				return h.Store.ListApprovals(ctx, core.ApprovalFilter{AgentIDs: []string{agentB},
+					ListOptions: core.ListOptions{Limit: limit, Cursor: c}})
+			}, approvalID)
+		}, 2, agentBApprovals, []int{2, 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1212,6 +1226,50 @@ func testPagination(t *testing.T, h Harness) {
 			}
 			if !slices.Equal(sizes, tc.wantSizes) {
 				t.Errorf("page sizes = %v, want %v (the last page has no next cursor)", sizes, tc.wantSizes)
+			}
+		})
+	}
+}
+
+// testApprovalsOfAConversation: a chat command lists what was asked in its
+// own channel, whatever else is pending on the gateway.
+func testApprovalsOfAConversation(t *testing.T, h Harness) {
+	ctx := t.Context()
+	bindings := []core.Binding{
+		{Platform: "slack", Workspace: "T1", Channel: "C1", Thread: "1.1"},
+		{Platform: "slack", Workspace: "T2", Channel: "C1"}, // another workspace's C1
+		{Platform: "telegram", Channel: "C1"},               // another platform
+		{Platform: "slack", Workspace: "T1", Channel: "C2"},
+		{Platform: "slack", Workspace: "T1", Channel: "C1", Thread: "2.2"},
+		{}, // an API run
+	}
+	var ids []string
+	for i, b := range bindings {
+		nr := newRun(core.NewID("ses"), agentA, "u1", "hi", at(time.Duration(i)*time.Second))
+		nr.Session.Binding = b
+		r := create(t, h, nr)
+		a := newApproval("call_1", at(time.Hour))
+		pauseFor(t, h, r.ID, a)
+		ids = append(ids, a.ID)
+	}
+	tests := []struct {
+		name string
+		b    core.Binding
+		want []string
+	}{
+		{"a channel's threads", core.Binding{Platform: "slack", Workspace: "T1", Channel: "C1"}, []string{ids[0], ids[4]}},
+		{"a workspace not known", core.Binding{Platform: "slack", Channel: "C1"}, []string{ids[0], ids[1], ids[4]}},
+		{"a Telegram chat", core.Binding{Platform: "telegram", Channel: "C1"}, []string{ids[2]}},
+		{"an empty channel", core.Binding{Platform: "discord", Channel: "D9"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := pageAll(t, "ListApprovals", func(c string) (core.Page[core.Approval], error) {
+				return h.Store.ListApprovals(ctx, core.ApprovalFilter{Status: core.ApprovalPending, Conversation: &tc.b,
+					ListOptions: core.ListOptions{Limit: 1, Cursor: c}})
+			}, func(a core.Approval) string { return a.ID })
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("approvals of %+v = %v, want %v", tc.b, got, tc.want)
 			}
 		})
 	}
