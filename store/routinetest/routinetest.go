@@ -523,7 +523,7 @@ func testFireManualDedupe(t *testing.T, h Harness) {
 		nr := newRun("r", at(time.Minute))
 		nr.Platform, nr.DedupeKey = "slack", "run:command:1337.42"
 		runs, err := h.Routines.FireRoutine(ctx, core.RoutineFire{RoutineID: "r", Manual: true, At: at(time.Minute),
-			Runs: []core.FireRun{{Kind: core.FireManual, Run: nr}},
+			Runs:  []core.FireRun{{Kind: core.FireManual, Run: nr}},
 			Audit: &core.AuditEntry{Principal: "slack:T1/U1", Route: "slack", Action: core.AuditTrigger, Target: "r", Detail: "run " + nr.Run.ID}})
 		if err != nil {
 			return core.Run{}, err
