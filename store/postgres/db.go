@@ -55,6 +55,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/store/internal/sqlstore"
 )
 
 //go:embed migrations/*.sql
@@ -121,6 +122,8 @@ type DB struct {
 	listenReady chan struct{} // closed when LISTEN first took effect
 	readyOnce   sync.Once
 	wg          sync.WaitGroup
+
+	sqlstore.Routines // the routine rules, over routineDriver
 }
 
 var (
@@ -156,6 +159,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	lctx, stop := context.WithCancel(context.Background())
 	db := &DB{pool: pool, opts: opts, trips: tr, notify: make(chan struct{}), listenCtx: lctx, stopListen: stop,
 		listenReady: make(chan struct{})}
+	db.Routines = sqlstore.Routines{D: routineDriver{db}}
 	if opts.SkipMigrate {
 		err = db.Ping(ctx)
 	} else {

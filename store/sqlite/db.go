@@ -22,6 +22,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/store/internal/sqlstore"
 )
 
 //go:embed migrations/*.sql
@@ -59,6 +60,8 @@ type DB struct {
 
 	mu     sync.Mutex
 	notify chan struct{} // closed and replaced when a job is enqueued
+
+	sqlstore.Routines // the routine rules, over routineDriver
 }
 
 var (
@@ -116,6 +119,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	db := &DB{w: w, wst: newStmtCache(w), r: &readPool{DB: r, st: newStmtCache(r)}, ck: ck, path: path, opts: opts, notify: make(chan struct{}), commits: newCommitter()}
+	db.Routines = sqlstore.Routines{D: routineDriver{db}}
 	go db.commits.run(db)
 	if err := db.migrate(ctx); err != nil {
 		db.Close()

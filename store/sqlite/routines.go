@@ -5,26 +5,23 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/store/internal/lines"
+	"github.com/agentgate/agentgate/store/internal/sqlstore"
 )
 
 // This file implements core.RoutineStore.
 
 var _ core.RoutineStore = (*DB)(nil)
 var _ core.Outbox = (*DB)(nil)
+var _ sqlstore.RoutineDriver = routineDriver{}
 
 const (
-	routineCols = `id, agent_id, schedule, timezone, input, deliver_to, enabled, config_enabled, missed,
-		max_failures, next_fire_at, last_fire_at, consecutive_failures, disabled_reason, created_at, updated_at, source, callers`
-	// entryCols select a history entry with its run's status; the query
-	// names routine_history h and LEFT JOINs runs r.
-	entryCols = `h.routine_id, h.kind, h.due_at, h.fired_at, h.run_id, COALESCE(r.status, ''),
-		h.disabled_routine, h.delivery, h.note`
-	entryFrom = ` FROM routine_history h LEFT JOIN runs r ON r.id = h.run_id AND h.run_id <> ''`
+	routineCols = sqlstore.RoutineCols
+	entryCols   = sqlstore.EntryCols
+	entryFrom   = sqlstore.EntryFrom
 )
 
 func scanRoutine(s scanner, extra ...any) (core.Routine, error) {
@@ -80,223 +77,143 @@ func timeOrNull(t time.Time) sql.NullInt64 {
 	return sql.NullInt64{Int64: t.UnixNano(), Valid: true}
 }
 
-// SyncRoutines implements core.RoutineStore.
-func (db *DB) SyncRoutines(ctx context.Context, defs []core.RoutineDef, at time.Time) error {
-	if at.IsZero() {
-		at = db.opts.Clock.Now()
-	}
-	err := db.tx(ctx, func(tx *txn) error {
-		keep := make([]any, 0, len(defs))
-		for _, d := range defs {
-			if err := syncRoutineTx(ctx, tx, d, at); err != nil {
-				return fmt.Errorf("routine %s: %w", d.ID, err)
-			}
-			keep = append(keep, d.ID)
-		}
-		q := `DELETE FROM routines WHERE source = 'config'`
-		if len(keep) > 0 {
-			q += ` AND id NOT IN (?` + strings.Repeat(", ?", len(keep)-1) + `)`
-		}
-		_, err := tx.ExecContext(ctx, q, keep...)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("sync routines: %w", err)
-	}
-	return nil
+// routineDriver runs the routine rules of sqlstore.Routines on db.
+type routineDriver struct{ db *DB }
+
+func (d routineDriver) RoutineTx(ctx context.Context, fn func(sqlstore.RoutineTx) error) error {
+	return d.db.tx(ctx, func(tx *txn) error { return fn(routineTx{db: d.db, tx: tx}) })
 }
 
-func syncRoutineTx(ctx context.Context, tx *txn, d core.RoutineDef, at time.Time) error {
-	if d.ID == "" || d.AgentID == "" {
-		return errors.New("id and agent id are required")
+func (d routineDriver) Now() time.Time { return d.db.opts.Clock.Now() }
+func (d routineDriver) Created()       { d.db.wake() }
+
+// routineTx is sqlstore.RoutineTx on a SQLite transaction. SQLite has one
+// writer, so a read in a write transaction holds what it read until commit.
+type routineTx struct {
+	db *DB
+	tx *txn
+}
+
+func (t routineTx) LockRoutineSync(context.Context) error { return nil }
+
+func (t routineTx) LockRoutine(ctx context.Context, id string) (sqlstore.RoutineRow, error) {
+	var r sqlstore.RoutineRow
+	var err error
+	r.Routine, err = scanRoutine(t.tx.QueryRowContext(ctx, `SELECT config_hash, `+routineCols+` FROM routines WHERE id = ?`, id), &r.ConfigHash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, core.ErrNotFound
 	}
-	hash := d.ConfigHash()
-	cur, err := getRoutine(ctx, tx, d.ID)
-	if errors.Is(err, core.ErrNotFound) {
-		next := sql.NullInt64{}
-		if d.Enabled {
-			next = timeOrNull(d.NextFireAt)
-		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO routines(`+routineCols+`, config_hash)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, '', ?, ?, 'config', ?, ?)`,
-			d.ID, d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, d.Enabled, d.Enabled, string(d.Missed),
-			d.MaxFailures, next, at.UnixNano(), at.UnixNano(), lines.Join(d.Callers), hash)
-		return err
-	}
+	return r, err
+}
+
+func (t routineTx) InsertRoutine(ctx context.Context, r sqlstore.RoutineRow) (core.Routine, bool, error) {
+	res, err := t.tx.ExecContext(ctx, `INSERT INTO routines(`+routineCols+`, config_hash)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`, routineArgs(r)...)
 	if err != nil {
-		return err
+		return core.Routine{}, false, err
 	}
-	var curHash string
-	if err := tx.QueryRowContext(ctx, `SELECT config_hash FROM routines WHERE id = ?`, d.ID).Scan(&curHash); err != nil {
-		return err
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return core.Routine{}, false, err
 	}
-	u := resync(cur, curHash, d)
-	next := toNull(u.next)
-	_, err = tx.ExecContext(ctx, `UPDATE routines SET agent_id = ?, schedule = ?, timezone = ?, input = ?,
-		deliver_to = ?, enabled = ?, config_enabled = ?, missed = ?, max_failures = ?, next_fire_at = ?,
-		consecutive_failures = ?, disabled_reason = ?, updated_at = ?, source = 'config', config_hash = ?, callers = ?
-		WHERE id = ?`,
-		u.def.AgentID, u.def.Schedule, u.def.Timezone, u.def.Input, u.def.DeliverTo, u.enabled, d.Enabled,
-		string(u.def.Missed), u.def.MaxFailures, next, u.failures, u.reason, at.UnixNano(), hash, lines.Join(u.def.Callers), d.ID)
+	out, err := getRoutine(ctx, t.tx, r.ID)
+	return out, err == nil, err
+}
+
+func (t routineTx) WriteRoutine(ctx context.Context, r sqlstore.RoutineRow) (core.Routine, error) {
+	args := routineArgs(r)
+	if _, err := t.tx.ExecContext(ctx, `UPDATE routines SET agent_id = ?2, schedule = ?3, timezone = ?4, input = ?5,
+		deliver_to = ?6, enabled = ?7, config_enabled = ?8, missed = ?9, max_failures = ?10, next_fire_at = ?11,
+		last_fire_at = ?12, consecutive_failures = ?13, disabled_reason = ?14, updated_at = ?16, source = ?17,
+		callers = ?18, config_hash = ?19 WHERE id = ?1`, args...); err != nil {
+		return core.Routine{}, err
+	}
+	return getRoutine(ctx, t.tx, r.ID)
+}
+
+// routineArgs are r's columns in routineCols order, then config_hash.
+func routineArgs(r sqlstore.RoutineRow) []any {
+	return []any{r.ID, r.AgentID, r.Schedule, r.Timezone, r.Input, r.DeliverTo, r.Enabled, r.ConfigEnabled,
+		string(r.Missed), r.MaxFailures, toNull(r.NextFireAt), toNull(r.LastFireAt), r.ConsecutiveFailures,
+		r.DisabledReason, r.CreatedAt.UnixNano(), r.UpdatedAt.UnixNano(), string(r.Source), lines.Join(r.Callers), r.ConfigHash}
+}
+
+func (t routineTx) DeleteRoutine(ctx context.Context, id string) (bool, error) {
+	return affected(t.tx.ExecContext(ctx, `DELETE FROM routines WHERE id = ?`, id))
+}
+
+func (t routineTx) DeleteConfigRoutines(ctx context.Context, keep []string) error {
+	q := `DELETE FROM routines WHERE source = 'config'`
+	if len(keep) > 0 {
+		q += ` AND id NOT IN ` + inList(len(keep))
+	}
+	_, err := t.tx.ExecContext(ctx, q, appendStrings(nil, keep)...)
 	return err
 }
 
-// resynced is a stored routine after a sync with its file definition.
-type resynced struct {
-	def      core.RoutineDef // the definition fields to store
-	enabled  bool
-	failures int
-	reason   string
-	next     *time.Time
+func (t routineTx) AdvanceRoutine(ctx context.Context, id string, expected time.Time, next, lastFire *time.Time, at time.Time) (bool, error) {
+	return affected(t.tx.ExecContext(ctx, `UPDATE routines SET next_fire_at = ?, last_fire_at = COALESCE(?, last_fire_at),
+		updated_at = ? WHERE id = ? AND enabled = 1 AND next_fire_at = ?`,
+		toNull(next), toNull(lastFire), at.UnixNano(), id, expected.UnixNano()))
 }
 
-// resync applies file definition d to stored routine cur, whose file
-// definition had hash curHash at the last sync (see
-// core.RoutineStore.SyncRoutines). store/postgres has the same rules.
-func resync(cur core.Routine, curHash string, d core.RoutineDef) resynced {
-	takeover := cur.Source != core.SourceConfig // an API routine the file now defines
-	u := resynced{enabled: cur.Enabled, failures: cur.ConsecutiveFailures, reason: cur.DisabledReason,
-		next: cur.NextFireAt, def: core.RoutineDef{AgentID: cur.AgentID, Schedule: cur.Schedule,
-			Timezone: cur.Timezone, Input: cur.Input, DeliverTo: cur.DeliverTo, Missed: cur.Missed,
-			MaxFailures: cur.MaxFailures, Callers: cur.Callers}}
-	if takeover || d.ConfigHash() != curHash { // the file's definition changed: it wins
-		u.def = d
-	}
-	becameEnabled := false
-	if takeover || d.Enabled != cur.ConfigEnabled { // the file's value changed: it wins
-		becameEnabled = d.Enabled && !cur.Enabled
-		u.enabled, u.reason = d.Enabled, ""
-		if becameEnabled {
-			u.failures = 0
-		}
-	}
-	switch {
-	case !u.enabled:
-		u.next = nil
-	case becameEnabled, u.def.Schedule != cur.Schedule, u.def.Timezone != cur.Timezone, u.next == nil:
-		u.next = nil
-		if !d.NextFireAt.IsZero() {
-			t := d.NextFireAt
-			u.next = &t
-		}
-	}
-	return u
+func (t routineTx) RoutineFired(ctx context.Context, id string, at time.Time) (bool, error) {
+	return affected(t.tx.ExecContext(ctx, `UPDATE routines SET last_fire_at = ?1, updated_at = ?1 WHERE id = ?2`,
+		at.UnixNano(), id))
 }
 
-// CreateRoutine implements core.RoutineStore.
-func (db *DB) CreateRoutine(ctx context.Context, d core.RoutineDef, at time.Time) (core.Routine, error) {
-	if d.ID == "" || d.AgentID == "" {
-		return core.Routine{}, errors.New("create routine: id and agent id are required")
-	}
-	if at.IsZero() {
-		at = db.opts.Clock.Now()
-	}
-	var out core.Routine
-	err := db.tx(ctx, func(tx *txn) error {
-		if _, err := getRoutine(ctx, tx, d.ID); err == nil {
-			return core.ErrRoutineExists
-		} else if !errors.Is(err, core.ErrNotFound) {
-			return err
-		}
-		next := sql.NullInt64{}
-		if d.Enabled {
-			next = timeOrNull(d.NextFireAt)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO routines(`+routineCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, '', ?, ?, 'api', ?)`,
-			d.ID, d.AgentID, d.Schedule, d.Timezone, d.Input, d.DeliverTo, d.Enabled, d.Enabled, string(d.Missed),
-			d.MaxFailures, next, at.UnixNano(), at.UnixNano(), lines.Join(d.Callers)); err != nil {
-			return err
-		}
-		var err error
-		out, err = getRoutine(ctx, tx, d.ID)
-		return err
-	})
+func (t routineTx) InsertEntry(ctx context.Context, e sqlstore.Entry) error {
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO routine_history(routine_id, kind, due_at, fired_at, run_id, note)
+		VALUES (?, ?, ?, ?, ?, ?)`, e.RoutineID, string(e.Kind), timeOrNull(e.DueAt), e.FiredAt.UnixNano(), e.RunID, e.Note)
 	if err != nil {
-		return core.Routine{}, fmt.Errorf("create routine %s: %w", d.ID, err)
-	}
-	return out, nil
-}
-
-// UpdateRoutine implements core.RoutineStore.
-func (db *DB) UpdateRoutine(ctx context.Context, id string, p core.RoutinePatch) (core.Routine, error) {
-	if p.At.IsZero() {
-		p.At = db.opts.Clock.Now()
-	}
-	var out core.Routine
-	err := db.tx(ctx, func(tx *txn) error {
-		cur, err := getRoutine(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		u := patched(cur, p)
-		var missed *string
-		if p.Missed != nil {
-			m := string(*p.Missed)
-			missed = &m
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE routines SET agent_id = COALESCE(?, agent_id),
-			schedule = COALESCE(?, schedule), timezone = COALESCE(?, timezone), input = COALESCE(?, input),
-			deliver_to = COALESCE(?, deliver_to), missed = COALESCE(?, missed), max_failures = COALESCE(?, max_failures),
-			callers = COALESCE(?, callers), enabled = ?, next_fire_at = ?, consecutive_failures = ?, disabled_reason = ?,
-			updated_at = ? WHERE id = ?`,
-			p.AgentID, p.Schedule, p.Timezone, p.Input, p.DeliverTo, missed, p.MaxFailures, lines.Patch(p.Callers),
-			u.enabled, toNull(u.next), u.failures, u.reason, p.At.UnixNano(), id); err != nil {
-			return err
-		}
-		out, err = getRoutine(ctx, tx, id)
-		return err
-	})
-	if err != nil {
-		return core.Routine{}, fmt.Errorf("update routine %s: %w", id, err)
-	}
-	return out, nil
-}
-
-// patched returns the scheduling state of stored routine cur after patch p
-// (see core.RoutineStore.UpdateRoutine). store/postgres has the same rules.
-func patched(cur core.Routine, p core.RoutinePatch) resynced {
-	u := resynced{enabled: cur.Enabled, failures: cur.ConsecutiveFailures, reason: cur.DisabledReason, next: cur.NextFireAt}
-	becameEnabled := false
-	if p.Enabled != nil && *p.Enabled != cur.Enabled {
-		becameEnabled = *p.Enabled
-		u.enabled, u.reason = *p.Enabled, ""
-		if becameEnabled {
-			u.failures = 0
-		}
-	}
-	changed := func(v *string, was string) bool { return v != nil && *v != was }
-	switch {
-	case !u.enabled:
-		u.next = nil
-	case becameEnabled, changed(p.Schedule, cur.Schedule), changed(p.Timezone, cur.Timezone), u.next == nil:
-		u.next = nil
-		if !p.NextFireAt.IsZero() {
-			t := p.NextFireAt
-			u.next = &t
-		}
-	}
-	return u
-}
-
-// DeleteRoutine implements core.RoutineStore.
-func (db *DB) DeleteRoutine(ctx context.Context, id string) error {
-	err := db.tx(ctx, func(tx *txn) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM routines WHERE id = ?`, id)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return core.ErrNotFound
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("delete routine %s: %w", id, err)
+		return fmt.Errorf("record %s entry: %w", e.Kind, err)
 	}
 	return nil
+}
+
+func (t routineTx) EntryRoutine(ctx context.Context, runID string) (string, error) {
+	var id string
+	err := t.tx.QueryRowContext(ctx, `SELECT routine_id FROM routine_history WHERE run_id = ? AND run_id <> ''`, runID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", core.ErrNotFound
+	}
+	return id, err
+}
+
+func (t routineTx) SetOutcome(ctx context.Context, runID string, status core.RunStatus, disabled bool) (bool, error) {
+	return affected(t.tx.ExecContext(ctx, `UPDATE routine_history SET outcome = ?, disabled_routine = ?
+		WHERE run_id = ? AND outcome = ''`, string(status), disabled, runID))
+}
+
+func (t routineTx) EntryOfRun(ctx context.Context, runID string) (core.RoutineEntry, error) {
+	return entryOfRun(ctx, t.tx, runID)
+}
+
+func (t routineTx) SetDelivery(ctx context.Context, runID, delivery string) (bool, error) {
+	return affected(t.tx.ExecContext(ctx, `UPDATE routine_history SET delivery = ? WHERE run_id = ? AND run_id <> ''`, delivery, runID))
+}
+
+func (t routineTx) CreateRuns(ctx context.Context, runs []core.NewRun) ([]core.Run, error) {
+	out := make([]core.Run, len(runs))
+	for i, nr := range runs {
+		var err error
+		if out[i], err = t.db.createRunTx(ctx, t.tx, nr); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (t routineTx) InsertAudit(ctx context.Context, e core.AuditEntry) error {
+	return insertAuditTx(ctx, t.tx, e, e.At)
+}
+
+// affected reports whether an exec changed a row.
+func affected(res sql.Result, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
 }
 
 // GetRoutine implements core.RoutineStore.
@@ -363,124 +280,6 @@ func (db *DB) DueRoutines(ctx context.Context, now time.Time, limit int) ([]core
 	return out, nil
 }
 
-// SetRoutineEnabled implements core.RoutineStore.
-func (db *DB) SetRoutineEnabled(ctx context.Context, id string, t core.RoutineToggle) (core.Routine, error) {
-	if t.At.IsZero() {
-		t.At = db.opts.Clock.Now()
-	}
-	var out core.Routine
-	err := db.tx(ctx, func(tx *txn) error {
-		r, err := getRoutine(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		if r.Enabled == t.Enabled {
-			out = r
-			return nil
-		}
-		if t.Enabled {
-			_, err = tx.ExecContext(ctx, `UPDATE routines SET enabled = 1, next_fire_at = ?, consecutive_failures = 0,
-				disabled_reason = '', updated_at = ? WHERE id = ?`, timeOrNull(t.NextFireAt), t.At.UnixNano(), id)
-		} else {
-			_, err = tx.ExecContext(ctx, `UPDATE routines SET enabled = 0, next_fire_at = NULL, disabled_reason = ?,
-				updated_at = ? WHERE id = ?`, t.Reason, t.At.UnixNano(), id)
-		}
-		if err != nil {
-			return err
-		}
-		out, err = getRoutine(ctx, tx, id)
-		return err
-	})
-	if err != nil {
-		return core.Routine{}, fmt.Errorf("set routine %s enabled=%t: %w", id, t.Enabled, err)
-	}
-	return out, nil
-}
-
-// FireRoutine implements core.RoutineStore.
-func (db *DB) FireRoutine(ctx context.Context, f core.RoutineFire) ([]core.Run, error) {
-	if f.At.IsZero() {
-		f.At = db.opts.Clock.Now()
-	}
-	for i, fr := range f.Runs {
-		nr, err := fr.Run.Normalize(db.opts.Clock.Now())
-		if err != nil {
-			return nil, fmt.Errorf("fire routine %s: %w", f.RoutineID, err)
-		}
-		if nr.Run.RoutineID != f.RoutineID {
-			return nil, fmt.Errorf("fire routine %s: run %s is for routine %q", f.RoutineID, nr.Run.ID, nr.Run.RoutineID)
-		}
-		f.Runs[i].Run = nr
-	}
-	var out []core.Run
-	err := db.tx(ctx, func(tx *txn) error {
-		if _, err := getRoutine(ctx, tx, f.RoutineID); err != nil {
-			return err
-		}
-		last := sql.NullInt64{}
-		if len(f.Runs) > 0 {
-			last = sql.NullInt64{Int64: f.At.UnixNano(), Valid: true}
-		}
-		if !f.Manual {
-			res, err := tx.ExecContext(ctx, `UPDATE routines SET next_fire_at = ?, last_fire_at = COALESCE(?, last_fire_at),
-				updated_at = ? WHERE id = ? AND enabled = 1 AND next_fire_at = ?`,
-				timeOrNull(f.Next), last, f.At.UnixNano(), f.RoutineID, f.Expected.UnixNano())
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n == 0 {
-				return core.ErrFireConflict
-			}
-		} else if last.Valid {
-			if _, err := tx.ExecContext(ctx, `UPDATE routines SET last_fire_at = ?, updated_at = ? WHERE id = ?`,
-				last, f.At.UnixNano(), f.RoutineID); err != nil {
-				return err
-			}
-		}
-		for i, due := range f.Missed {
-			note := ""
-			if i == 0 && f.MissedOmitted > 0 {
-				note = fmt.Sprintf("%d earlier due times were missed too", f.MissedOmitted)
-			}
-			if err := insertEntryTx(ctx, tx, f.RoutineID, core.FireMissed, due, f.At, "", note); err != nil {
-				return err
-			}
-		}
-		for _, fr := range f.Runs {
-			run, err := db.createRunTx(ctx, tx, fr.Run)
-			if err != nil {
-				return err
-			}
-			if err := insertEntryTx(ctx, tx, f.RoutineID, fr.Kind, fr.DueAt, f.At, run.ID, ""); err != nil {
-				return err
-			}
-			out = append(out, run)
-		}
-		if f.Audit != nil {
-			return insertAuditTx(ctx, tx, *f.Audit, f.At)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("fire routine %s: %w", f.RoutineID, err)
-	}
-	if len(out) > 0 {
-		db.wake()
-	}
-	return out, nil
-}
-
-func insertEntryTx(ctx context.Context, tx *txn, routineID string, kind core.FireKind, due, fired time.Time, runID, note string) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO routine_history(routine_id, kind, due_at, fired_at, run_id, note)
-		VALUES (?, ?, ?, ?, ?, ?)`, routineID, string(kind), timeOrNull(due), fired.UnixNano(), runID, note)
-	if err != nil {
-		return fmt.Errorf("record %s entry: %w", kind, err)
-	}
-	return nil
-}
-
 // RoutineHistory implements core.RoutineStore.
 func (db *DB) RoutineHistory(ctx context.Context, id string, o core.ListOptions) (core.Page[core.RoutineEntry], error) {
 	after, err := parseCursor(o.Cursor)
@@ -501,90 +300,4 @@ func entryOfRun(ctx context.Context, q querier, runID string) (core.RoutineEntry
 		return core.RoutineEntry{}, core.ErrNotFound
 	}
 	return e, err
-}
-
-// SettleRoutineRun implements core.RoutineStore.
-func (db *DB) SettleRoutineRun(ctx context.Context, s core.RoutineSettle) (core.RoutineEntry, error) {
-	if s.RunID == "" {
-		return core.RoutineEntry{}, errors.New("settle routine run: run id is required")
-	}
-	if s.At.IsZero() {
-		s.At = db.opts.Clock.Now()
-	}
-	var out core.RoutineEntry
-	err := db.tx(ctx, func(tx *txn) error {
-		var routineID, outcome string
-		err := tx.QueryRowContext(ctx, `SELECT routine_id, outcome FROM routine_history WHERE run_id = ?`, s.RunID).
-			Scan(&routineID, &outcome)
-		if errors.Is(err, sql.ErrNoRows) {
-			return core.ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		if outcome == "" {
-			if err := settleTx(ctx, tx, routineID, s); err != nil {
-				return err
-			}
-		}
-		out, err = entryOfRun(ctx, tx, s.RunID)
-		return err
-	})
-	if err != nil {
-		return core.RoutineEntry{}, fmt.Errorf("settle routine run %s: %w", s.RunID, err)
-	}
-	return out, nil
-}
-
-// settleTx records run s.RunID's outcome and applies it to the failure
-// budget of its routine (when the routine exists and is enabled).
-func settleTx(ctx context.Context, tx *txn, routineID string, s core.RoutineSettle) error {
-	if _, err := tx.ExecContext(ctx, `UPDATE routine_history SET outcome = ? WHERE run_id = ?`, string(s.Status), s.RunID); err != nil {
-		return err
-	}
-	r, err := getRoutine(ctx, tx, routineID)
-	if errors.Is(err, core.ErrNotFound) || (err == nil && !r.Enabled) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	switch s.Status {
-	case core.RunCompleted:
-		_, err = tx.ExecContext(ctx, `UPDATE routines SET consecutive_failures = 0, updated_at = ? WHERE id = ?`,
-			s.At.UnixNano(), routineID)
-	case core.RunFailed:
-		n := r.ConsecutiveFailures + 1
-		if r.MaxFailures > 0 && n >= r.MaxFailures {
-			if _, err := tx.ExecContext(ctx, `UPDATE routines SET consecutive_failures = ?, enabled = 0, next_fire_at = NULL,
-				disabled_reason = ?, updated_at = ? WHERE id = ?`, n, s.DisableReason, s.At.UnixNano(), routineID); err != nil {
-				return err
-			}
-			_, err = tx.ExecContext(ctx, `UPDATE routine_history SET disabled_routine = 1 WHERE run_id = ?`, s.RunID)
-		} else {
-			_, err = tx.ExecContext(ctx, `UPDATE routines SET consecutive_failures = ?, updated_at = ? WHERE id = ?`,
-				n, s.At.UnixNano(), routineID)
-		}
-	}
-	return err
-}
-
-// SetRoutineDelivery implements core.RoutineStore.
-func (db *DB) SetRoutineDelivery(ctx context.Context, runID, delivery string) error {
-	err := db.tx(ctx, func(tx *txn) error {
-		res, err := tx.ExecContext(ctx, `UPDATE routine_history SET delivery = ? WHERE run_id = ?`, delivery, runID)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return core.ErrNotFound
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("routine delivery of run %s: %w", runID, err)
-	}
-	return nil
 }
