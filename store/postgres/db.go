@@ -124,6 +124,7 @@ type DB struct {
 	wg          sync.WaitGroup
 
 	sqlstore.Routines // the routine rules, over routineDriver
+	sqlstore.Runs     // the run rules written once, over runDriver
 }
 
 var (
@@ -159,7 +160,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	lctx, stop := context.WithCancel(context.Background())
 	db := &DB{pool: pool, opts: opts, trips: tr, notify: make(chan struct{}), listenCtx: lctx, stopListen: stop,
 		listenReady: make(chan struct{})}
-	db.Routines = sqlstore.Routines{D: routineDriver{db}}
+	db.Routines, db.Runs = sqlstore.Routines{D: routineDriver{db}}, sqlstore.Runs{D: runDriver{db}}
 	if opts.SkipMigrate {
 		err = db.Ping(ctx)
 	} else {

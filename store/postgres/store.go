@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/store/internal/sqlstore"
 )
 
 // This file implements core.Store. Lists page by the pk identity column
@@ -917,93 +918,84 @@ func (db *DB) ListApprovals(ctx context.Context, f core.ApprovalFilter) (core.Pa
 	return p, nil
 }
 
-// DecideApproval implements core.Store: the run row is locked (so the
-// journal append is ordered), then the approval moves with a compare-and-set
-// UPDATE … WHERE status = 'pending'. With *core.NotPendingError it also
-// returns the approval as it is. Two round trips: the locks and the moves of
-// the approval and of the run (which a refused decision rolls back), then
-// the journal, the audit entry and the jobs with COMMIT.
-func (db *DB) DecideApproval(ctx context.Context, id string, d core.Decision) (core.Approval, error) {
-	switch d.Status {
-	case core.ApprovalApproved, core.ApprovalDenied, core.ApprovalExpired, core.ApprovalCancelled:
-	default:
-		return core.Approval{}, fmt.Errorf("decide approval %s: status %q is not a decision", id, d.Status)
-	}
-	if d.At.IsZero() {
-		d.At = db.opts.Clock.Now()
-	}
-	var out core.Approval
-	err := db.tx(ctx, func(tx *txn) error {
-		var (
-			r       runRow
-			a       core.Approval
-			decided bool
-			resumed pgconn.CommandTag
-		)
-		// Lock order: run before approval, as in CancelRun and FinishRun.
-		// An approval's run exists (foreign key): no row, no approval.
-		tx.Later(`SELECT `+runCols+` FROM runs WHERE id = (SELECT run_id FROM approvals WHERE id = $1) FOR UPDATE`,
-			id).Row(func(row pgx.Row) (err error) {
-			r, err = scanRun(row)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return core.ErrNotFound
-			}
-			return err
-		})
-		tx.Later(`UPDATE approvals SET status = $1, decided_by = $2, decided_via = $3,
-			reason = $4, decided_at = $5, decided_by_name = $8
-			WHERE id = $6 AND status = 'pending' AND ($7 = '' OR args_sha256 = $7)
-			RETURNING `+approvalCols, string(d.Status), d.By, d.Via, d.Reason, d.At, id, d.ArgsSHA256, d.ByName).
-			Row(func(row pgx.Row) (err error) {
-				a, err = scanApproval(row)
-				if errors.Is(err, pgx.ErrNoRows) {
-					return nil
-				}
-				decided = err == nil
-				return err
-			})
-		// A paused run resumes once no approval of it is pending.
-		tx.Later(`UPDATE runs SET status = 'queued'
-			WHERE id = (SELECT run_id FROM approvals WHERE id = $1) AND status = 'paused' AND NOT EXISTS (
-				SELECT 1 FROM approvals WHERE run_id = runs.id AND status = 'pending')`, id).Tag(&resumed)
-		if err := tx.Flush(ctx); err != nil {
-			return err
+// runDriver runs the run rules of sqlstore.Runs on db.
+type runDriver struct{ db *DB }
+
+func (d runDriver) RunTx(ctx context.Context, fn func(sqlstore.RunTx) error) error {
+	return d.db.tx(ctx, func(tx *txn) error { return fn(runTx{db: d.db, tx: tx}) })
+}
+
+func (d runDriver) Now() time.Time { return d.db.opts.Clock.Now() }
+func (d runDriver) Enqueued()      {} // enqueueTx notifies the workers
+
+// runTx is sqlstore.RunTx on a PostgreSQL transaction.
+type runTx struct {
+	db *DB
+	tx *txn
+}
+
+// DecideApproval is one round trip: the run's row is locked (lock order:
+// run before approval, as in CancelRun and FinishRun), the approval moves
+// with a compare-and-set UPDATE … WHERE status = 'pending', and a paused
+// run with nothing pending any more is queued. The journal, the audit entry
+// and the jobs go out with COMMIT.
+func (t runTx) DecideApproval(ctx context.Context, id string, d core.Decision) (sqlstore.Decided, error) {
+	var (
+		out     sqlstore.Decided
+		r       runRow
+		resumed pgconn.CommandTag
+	)
+	// An approval's run exists (foreign key): no row, no approval.
+	t.tx.Later(`SELECT `+runCols+` FROM runs WHERE id = (SELECT run_id FROM approvals WHERE id = $1) FOR UPDATE`,
+		id).Row(func(row pgx.Row) (err error) {
+		r, err = scanRun(row)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return core.ErrNotFound
 		}
-		if !decided {
-			var err error
-			if out, err = getApproval(ctx, tx, id); err != nil {
-				return err
-			}
-			if out.Status != core.ApprovalPending {
-				return &core.NotPendingError{ID: id, Status: out.Status}
-			}
-			out = core.Approval{}
-			return core.ErrArgsMismatch
-		}
-		if resumed.RowsAffected() > 0 {
-			r.Status = core.RunQueued
-		}
-		ev := core.NewEvent(core.EventApprovalDecided, core.ApprovalDecided{
-			ApprovalID: id, ToolCallID: a.ToolCallID, Status: d.Status, DecidedBy: d.By, DecidedByName: d.ByName, Via: d.Via, Reason: d.Reason,
-		})
-		if _, err := appendTx(tx, r.ID, r.LastSeq, []core.Event{ev}, d.At); err != nil {
-			return err
-		}
-		if d.Audit != nil {
-			insertAuditTx(tx, *d.Audit, d.At)
-		}
-		out = a
-		jobs := []core.Job{core.ApprovalJobFor(id, d.Status)}
-		if r.Status == core.RunQueued {
-			jobs = append(jobs, core.RunJobFor(r.ID))
-		}
-		db.enqueueTx(tx, jobs...)
-		return nil
+		return err
 	})
-	if err != nil {
-		return out, fmt.Errorf("decide approval %s: %w", id, err)
+	t.tx.Later(`UPDATE approvals SET status = $1, decided_by = $2, decided_via = $3,
+		reason = $4, decided_at = $5, decided_by_name = $8
+		WHERE id = $6 AND status = 'pending' AND ($7 = '' OR args_sha256 = $7)
+		RETURNING `+approvalCols, string(d.Status), d.By, d.Via, d.Reason, d.At, id, d.ArgsSHA256, d.ByName).
+		Row(func(row pgx.Row) (err error) {
+			out.Approval, err = scanApproval(row)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			out.Decided = err == nil
+			return err
+		})
+	t.tx.Later(`UPDATE runs SET status = 'queued'
+		WHERE id = (SELECT run_id FROM approvals WHERE id = $1) AND status = 'paused' AND NOT EXISTS (
+			SELECT 1 FROM approvals WHERE run_id = runs.id AND status = 'pending')`, id).Tag(&resumed)
+	if err := t.tx.Flush(ctx); err != nil {
+		return sqlstore.Decided{}, err
 	}
+	if resumed.RowsAffected() > 0 {
+		r.Status = core.RunQueued
+	}
+	out.Run = r.Run
 	return out, nil
+}
+
+func (t runTx) GetApproval(ctx context.Context, id string) (core.Approval, error) {
+	return getApproval(ctx, t.tx, id)
+}
+
+func (t runTx) AppendEvents(_ context.Context, runID string, after int64, evs []core.Event, at time.Time) error {
+	_, err := appendTx(t.tx, runID, after, evs, at)
+	return err
+}
+
+func (t runTx) Enqueue(_ context.Context, jobs ...core.Job) error {
+	t.db.enqueueTx(t.tx, jobs...)
+	return nil
+}
+
+func (t runTx) InsertAudit(_ context.Context, e core.AuditEntry) error {
+	insertAuditTx(t.tx, e, e.At)
+	return nil
 }
 
 // DueApprovals implements core.Store; limit 0 means no limit.

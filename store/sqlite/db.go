@@ -62,6 +62,7 @@ type DB struct {
 	notify chan struct{} // closed and replaced when a job is enqueued
 
 	sqlstore.Routines // the routine rules, over routineDriver
+	sqlstore.Runs     // the run rules written once, over runDriver
 }
 
 var (
@@ -119,7 +120,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	db := &DB{w: w, wst: newStmtCache(w), r: &readPool{DB: r, st: newStmtCache(r)}, ck: ck, path: path, opts: opts, notify: make(chan struct{}), commits: newCommitter()}
-	db.Routines = sqlstore.Routines{D: routineDriver{db}}
+	db.Routines, db.Runs = sqlstore.Routines{D: routineDriver{db}}, sqlstore.Runs{D: runDriver{db}}
 	go db.commits.run(db)
 	if err := db.migrate(ctx); err != nil {
 		db.Close()

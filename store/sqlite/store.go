@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/store/internal/sqlstore"
 )
 
 // This file implements core.Store. Lists page by rowid (creation order); a
@@ -818,94 +819,64 @@ func (db *DB) ListApprovals(ctx context.Context, f core.ApprovalFilter) (core.Pa
 	return p, nil
 }
 
-// DecideApproval implements core.Store. With *core.NotPendingError it also
-// returns the approval as it is.
-func (db *DB) DecideApproval(ctx context.Context, id string, d core.Decision) (core.Approval, error) {
-	switch d.Status {
-	case core.ApprovalApproved, core.ApprovalDenied, core.ApprovalExpired, core.ApprovalCancelled:
-	default:
-		return core.Approval{}, fmt.Errorf("decide approval %s: status %q is not a decision", id, d.Status)
+// runDriver runs the run rules of sqlstore.Runs on db.
+type runDriver struct{ db *DB }
+
+func (d runDriver) RunTx(ctx context.Context, fn func(sqlstore.RunTx) error) error {
+	return d.db.tx(ctx, func(tx *txn) error { return fn(runTx{db: d.db, tx: tx}) })
+}
+
+func (d runDriver) Now() time.Time { return d.db.opts.Clock.Now() }
+func (d runDriver) Enqueued()      { d.db.wake() }
+
+// runTx is sqlstore.RunTx on a SQLite transaction (one writer: what it
+// reads stays as read until commit).
+type runTx struct {
+	db *DB
+	tx *txn
+}
+
+func (t runTx) DecideApproval(ctx context.Context, id string, d core.Decision) (sqlstore.Decided, error) {
+	a, err := getApproval(ctx, t.tx, id)
+	if err != nil || a.Status != core.ApprovalPending || d.ArgsSHA256 != "" && d.ArgsSHA256 != a.ArgsSHA256 {
+		return sqlstore.Decided{}, err
 	}
-	if d.At.IsZero() {
-		d.At = db.opts.Clock.Now()
-	}
-	var out core.Approval
-	enqueued := false
-	err := db.tx(ctx, func(tx *txn) error {
-		a, err := getApproval(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		if a.Status != core.ApprovalPending {
-			out = a
-			return &core.NotPendingError{ID: id, Status: a.Status}
-		}
-		if d.ArgsSHA256 != "" && d.ArgsSHA256 != a.ArgsSHA256 {
-			return core.ErrArgsMismatch
-		}
-		res, err := tx.ExecContext(ctx, `UPDATE approvals SET status = ?, decided_by = ?, decided_by_name = ?,
-			decided_via = ?, reason = ?, decided_at = ? WHERE id = ? AND status = 'pending'`,
-			string(d.Status), d.By, d.ByName, d.Via, d.Reason, d.At.UnixNano(), id)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			// Unreachable with one writer; kept so the CAS reads as one.
-			if out, err = getApproval(ctx, tx, id); err != nil {
-				return err
-			}
-			return &core.NotPendingError{ID: id, Status: out.Status}
-		}
-		if err := db.enqueueTx(ctx, tx, core.ApprovalJobFor(id, d.Status)); err != nil {
-			return err
-		}
-		enqueued = true
-		r, err := getRun(ctx, tx, a.RunID)
-		if err != nil {
-			return fmt.Errorf("load run %s: %w", a.RunID, err)
-		}
-		ev := core.NewEvent(core.EventApprovalDecided, core.ApprovalDecided{
-			ApprovalID: id, ToolCallID: a.ToolCallID, Status: d.Status, DecidedBy: d.By, DecidedByName: d.ByName, Via: d.Via, Reason: d.Reason,
-		})
-		if _, err := appendTx(ctx, tx, r.ID, r.LastSeq, []core.Event{ev}, d.At); err != nil {
-			return err
-		}
-		if r.Status == core.RunPaused {
-			// The run resumes once no approval of it is pending.
-			res, err := tx.ExecContext(ctx, `UPDATE runs SET status = 'queued' WHERE id = ? AND NOT EXISTS (
-				SELECT 1 FROM approvals WHERE run_id = ? AND status = 'pending')`, r.ID, r.ID)
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n > 0 {
-				r.Status = core.RunQueued
-			}
-		}
-		if r.Status == core.RunQueued {
-			if err := db.enqueueTx(ctx, tx, core.RunJobFor(r.ID)); err != nil {
-				return err
-			}
-			enqueued = true
-		}
-		if d.Audit != nil {
-			if err := insertAuditTx(ctx, tx, *d.Audit, d.At); err != nil {
-				return err
-			}
-		}
-		out, err = getApproval(ctx, tx, id)
-		return err
-	})
+	a, err = scanApproval(t.tx.QueryRowContext(ctx, `UPDATE approvals SET status = ?, decided_by = ?, decided_by_name = ?,
+		decided_via = ?, reason = ?, decided_at = ? WHERE id = ? AND status = 'pending' RETURNING `+approvalCols,
+		string(d.Status), d.By, d.ByName, d.Via, d.Reason, d.At.UnixNano(), id))
 	if err != nil {
-		return out, fmt.Errorf("decide approval %s: %w", id, err)
+		return sqlstore.Decided{}, err
 	}
-	if enqueued {
-		db.wake()
+	// A paused run resumes once no approval of it is pending.
+	r, err := scanRun(t.tx.QueryRowContext(ctx, `UPDATE runs SET status = CASE WHEN status = 'paused' AND NOT EXISTS (
+		SELECT 1 FROM approvals WHERE run_id = runs.id AND status = 'pending') THEN 'queued' ELSE status END
+		WHERE id = ? RETURNING `+runCols, a.RunID))
+	if err != nil {
+		return sqlstore.Decided{}, fmt.Errorf("load run %s: %w", a.RunID, err)
 	}
-	return out, nil
+	return sqlstore.Decided{Decided: true, Approval: a, Run: r.Run}, nil
+}
+
+func (t runTx) GetApproval(ctx context.Context, id string) (core.Approval, error) {
+	return getApproval(ctx, t.tx, id)
+}
+
+func (t runTx) AppendEvents(ctx context.Context, runID string, after int64, evs []core.Event, at time.Time) error {
+	_, err := appendTx(ctx, t.tx, runID, after, evs, at)
+	return err
+}
+
+func (t runTx) Enqueue(ctx context.Context, jobs ...core.Job) error {
+	for _, j := range jobs {
+		if err := t.db.enqueueTx(ctx, t.tx, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t runTx) InsertAudit(ctx context.Context, e core.AuditEntry) error {
+	return insertAuditTx(ctx, t.tx, e, e.At)
 }
 
 // DueApprovals implements core.Store; limit 0 means no limit.
