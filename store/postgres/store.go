@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,12 +39,7 @@ type querier interface {
 
 type scanner interface{ Scan(dest ...any) error }
 
-// runRow is a run with its claim, which core.Run does not carry.
-type runRow struct {
-	core.Run
-	claimedBy  string
-	claimUntil *time.Time
-}
+type runRow = sqlstore.RunRow
 
 // scanRun scans runCols, after any extra leading columns (the pk of lists).
 func scanRun(s scanner, extra ...any) (runRow, error) {
@@ -54,7 +47,7 @@ func scanRun(s scanner, extra ...any) (runRow, error) {
 	var typ, status string
 	dest := append(extra, &r.ID, &r.SessionID, &r.AgentID, &r.UserID, &typ, &status, &r.ParentRunID, &r.RoutineID,
 		&r.StartedBy, &r.Input, &r.Output, &r.Error, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.LastSeq, &r.CreatedAt,
-		&r.StartedAt, &r.FinishedAt, &r.claimedBy, &r.claimUntil)
+		&r.StartedAt, &r.FinishedAt, &r.ClaimedBy, &r.ClaimUntil)
 	if err := s.Scan(dest...); err != nil {
 		return runRow{}, err
 	}
@@ -63,7 +56,7 @@ func scanRun(s scanner, extra ...any) (runRow, error) {
 	r.CreatedAt = utc(r.CreatedAt)
 	r.StartedAt = utcPtr(r.StartedAt)
 	r.FinishedAt = utcPtr(r.FinishedAt)
-	r.claimUntil = utcPtr(r.claimUntil)
+	r.ClaimUntil = utcPtr(r.ClaimUntil)
 	return r, nil
 }
 
@@ -153,29 +146,6 @@ func lockSessionAndRun(tx *txn, id string, r *runRow) {
 	laterRun(tx, id, r)
 }
 
-// checkClaim reports whether owner may write to run r: ErrRunFinished when it
-// is terminal, ErrClaimLost when owner does not hold a running claim.
-func checkClaim(r runRow, owner string) error {
-	if r.Status.Terminal() {
-		return core.ErrRunFinished
-	}
-	if owner == "" || r.claimedBy != owner || r.Status != core.RunRunning {
-		return core.ErrClaimLost
-	}
-	return nil
-}
-
-// jsonOrNull returns b, or JSON null when b is empty; invalid JSON is an error.
-func jsonOrNull(b []byte) ([]byte, error) {
-	if len(b) == 0 {
-		return []byte("null"), nil
-	}
-	if !json.Valid(b) {
-		return nil, errors.New("invalid JSON")
-	}
-	return b, nil
-}
-
 // journal is a checked list of events to append, as the arrays the
 // statements that append them unnest (JSON goes as text: it also works with
 // the simple protocol, PgBouncer).
@@ -186,26 +156,15 @@ type journal struct {
 	at     []time.Time
 }
 
-// newJournal checks evs; events without a time get at.
-func newJournal(evs []core.Event, at time.Time) (journal, error) {
+// newJournal is the journal of checked events (sqlstore.CheckEvents).
+func newJournal(evs []core.Event) journal {
 	j := journal{events: make([]core.Event, len(evs)), types: make([]string, len(evs)), data: make([]string, len(evs)),
 		at: make([]time.Time, len(evs))}
 	for i, e := range evs {
-		if e.Type == "" {
-			return journal{}, fmt.Errorf("event %d: type is required", i)
-		}
-		data, err := jsonOrNull(e.Data)
-		if err != nil {
-			return journal{}, fmt.Errorf("event %d (%s): data: %w", i, e.Type, err)
-		}
-		if e.CreatedAt.IsZero() {
-			e.CreatedAt = at
-		}
-		e.Data = data
 		e.CreatedAt = stored(e.CreatedAt)
-		j.events[i], j.types[i], j.data[i], j.at[i] = e, string(e.Type), string(data), e.CreatedAt
+		j.events[i], j.types[i], j.data[i], j.at[i] = e, string(e.Type), string(e.Data), e.CreatedAt
 	}
-	return j, nil
+	return j
 }
 
 // stored returns the events as stored in the journal of runID after lastSeq.
@@ -233,33 +192,30 @@ const journalInsert = `INSERT INTO run_events (run_id, seq, type, data, created_
 	SELECT run.id, run.last_seq - cardinality($1::text[]) + e.n, e.type, e.data::json, e.created_at
 	FROM run, unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS e (type, data, created_at, n)`
 
-// appendTx queues the append of evs to the journal of runID after lastSeq
-// and the move of the run's last_seq (one statement, which goes out with the
-// transaction's next round trip). The caller holds the run's row lock.
-// Events without a time get at. It returns the events as they are stored.
-func appendTx(tx *txn, runID string, lastSeq int64, evs []core.Event, at time.Time) ([]core.Event, error) {
+// appendTx queues the append of checked events (sqlstore.CheckEvents) to
+// the journal of runID after lastSeq and the move of the run's last_seq (one
+// statement, which goes out with the transaction's next round trip). The
+// caller holds the run's row lock. It returns the events as they are stored.
+func appendTx(tx *txn, runID string, lastSeq int64, evs []core.Event) []core.Event {
 	if len(evs) == 0 {
-		return nil, nil
+		return nil
 	}
-	j, err := newJournal(evs, at)
-	if err != nil {
-		return nil, err
-	}
+	j := newJournal(evs)
 	out := j.stored(runID, lastSeq)
 	tx.Later(`WITH run AS (UPDATE runs SET last_seq = $5 + cardinality($1::text[]) WHERE id = $4 RETURNING id, last_seq),
 		journal AS (`+journalInsert+`)
 		SELECT 1`, j.args(runID, lastSeq)...).Wrap(fmt.Sprintf("append events %d..%d", out[0].Seq, out[len(out)-1].Seq))
-	return out, nil
+	return out
 }
 
 // nextJobTx queues, for a transaction that makes run id terminal with its
 // session locked, the look for the session's next head (the oldest other run
-// that is not terminal): after the next flush *jobs holds its job when run id
+// that is not terminal): after the next flush *next holds its id when run id
 // was the head and the next one waits for a worker. r is the run as
 // lockSessionAndRun reads it, in the same flush. The session lock guarantees
 // that every run created before this transaction is seen, and every run
 // created after it gets its own job.
-func nextJobTx(tx *txn, id string, r *runRow, jobs *[]core.Job) {
+func nextJobTx(tx *txn, id string, r *runRow, nextID *string) {
 	tx.Later(`SELECT id, status, pk > (SELECT pk FROM runs WHERE id = $1) FROM runs
 		WHERE session_id = (SELECT session_id FROM runs WHERE id = $1) AND id <> $1 AND status IN `+activeStatuses+`
 		ORDER BY pk LIMIT 1`, id).Row(func(row pgx.Row) error {
@@ -272,7 +228,7 @@ func nextJobTx(tx *txn, id string, r *runRow, jobs *[]core.Job) {
 		case err != nil:
 			return err
 		case after && core.RunStatus(status) == core.RunQueued:
-			*jobs = []core.Job{core.RunJobFor(next)}
+			*nextID = next
 		}
 		return nil // else an older run still holds the session, or the head is not waiting for a worker
 	}).WrapFunc(func(err error) error {
@@ -280,44 +236,22 @@ func nextJobTx(tx *txn, id string, r *runRow, jobs *[]core.Job) {
 	})
 }
 
-// cancelled is an approval that cancelPendingTx cancelled.
-type cancelled struct{ id, toolCallID string }
-
 // cancelPendingTx queues the cancelling of the pending approvals of run id,
 // whose row the transaction locks first: after the next flush *out holds
-// them, oldest first, for journalCancelledTx.
-func cancelPendingTx(tx *txn, id, by, reason string, at time.Time, out *[]cancelled) {
+// them, oldest first.
+func cancelPendingTx(tx *txn, id, by, reason string, at time.Time, out *[]sqlstore.Cancelled) {
 	tx.Later(`WITH cancelled AS (
 			UPDATE approvals SET status = 'cancelled', decided_by = $1, decided_via = '', reason = $2, decided_at = $3
 			WHERE run_id = $4 AND status = 'pending'
 			RETURNING pk, id, tool_call_id)
 		SELECT id, tool_call_id FROM cancelled ORDER BY pk`, by, reason, at, id).Rows(func(rows pgx.Rows) error {
-		var c cancelled
-		_, err := pgx.ForEachRow(rows, []any{&c.id, &c.toolCallID}, func() error {
+		var c sqlstore.Cancelled
+		_, err := pgx.ForEachRow(rows, []any{&c.ID, &c.ToolCallID}, func() error {
 			*out = append(*out, c)
 			return nil
 		})
 		return err
 	}).Wrap("cancel pending approvals")
-}
-
-// journalCancelledTx journals the approvals cancelPendingTx cancelled as
-// approval_decided events of run r and enqueues their jobs; it returns the
-// run's new last seq.
-func (db *DB) journalCancelledTx(tx *txn, r runRow, cs []cancelled, by, reason string, at time.Time) (int64, error) {
-	var evs []core.Event
-	var jobs []core.Job
-	for _, c := range cs {
-		evs = append(evs, core.NewEvent(core.EventApprovalDecided, core.ApprovalDecided{
-			ApprovalID: c.id, ToolCallID: c.toolCallID, Status: core.ApprovalCancelled, DecidedBy: by, Reason: reason,
-		}))
-		jobs = append(jobs, core.ApprovalJobFor(c.id, core.ApprovalCancelled))
-	}
-	db.enqueueTx(tx, jobs...)
-	if _, err := appendTx(tx, r.ID, r.LastSeq, evs, at); err != nil {
-		return 0, err
-	}
-	return r.LastSeq + int64(len(evs)), nil
 }
 
 // pageLimit applies ListOptions' default and cap.
@@ -390,29 +324,6 @@ func list[T any](ctx context.Context, db *DB, o core.ListOptions, query string, 
 	return page, nil
 }
 
-// CreateRun implements core.Store. It locks the session row (the upsert
-// does), so it serializes with FinishRun and CancelRun of the session. Two
-// round trips: the inbox mark and the session upsert, whose results decide
-// whether to go on, then everything else with COMMIT.
-func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
-	nr, err := nr.Normalize(db.opts.Clock.Now())
-	if err != nil {
-		return core.Run{}, err
-	}
-	var out core.Run
-	err = db.tx(ctx, func(tx *txn) error {
-		if err := createRunTx(ctx, tx, nr, &out); err != nil {
-			return err
-		}
-		db.enqueueTx(tx, core.RunJobFor(nr.Run.ID))
-		return nil
-	})
-	if err != nil {
-		return core.Run{}, fmt.Errorf("create run %s: %w", nr.Run.ID, err)
-	}
-	return out, nil
-}
-
 // createRunTx inserts a checked NewRun (see core.NewRun.Normalize) inside tx: the
 // inbox entry of nr.DedupeKey (a *core.DuplicateError when it is taken), the
 // session if new (else it locks and touches it), the run and its first
@@ -454,8 +365,8 @@ func createRunTx(ctx context.Context, tx *txn, nr core.NewRun, out *core.Run) er
 		*out = run.Run
 		return err
 	}).Wrap("insert run")
-	_, err := appendTx(tx, r.ID, 0, nr.Events, r.CreatedAt)
-	return err
+	appendTx(tx, r.ID, 0, nr.Events)
+	return nil
 }
 
 // GetRun implements core.Store.
@@ -543,273 +454,6 @@ func (db *DB) SessionHistory(ctx context.Context, sessionID, beforeRunID string,
 		return nil, fmt.Errorf("session %s history: %w", sessionID, err)
 	case !exists:
 		return nil, fmt.Errorf("session %s history before run %s: %w", sessionID, beforeRunID, core.ErrNotFound)
-	}
-	return out, nil
-}
-
-// ClaimRun implements core.Store. One statement, so one round trip: the
-// claiming UPDATE, a compare-and-set that locks the run row, and the
-// journal append that moves its last_seq.
-func (db *DB) ClaimRun(ctx context.Context, id, owner string, now, until time.Time, events []core.Event) (core.Run, error) {
-	if owner == "" {
-		return core.Run{}, fmt.Errorf("claim run %s: owner is required", id)
-	}
-	j, err := newJournal(events, now)
-	if err != nil {
-		return core.Run{}, fmt.Errorf("claim run %s: %w", id, err)
-	}
-	r, err := scanRun(db.pool.QueryRow(ctx, `WITH run AS (
-			UPDATE runs SET claimed_by = $4, claim_until = $5, status = 'running',
-				started_at = COALESCE(started_at, $6), last_seq = last_seq + cardinality($1::text[])
-			WHERE id = $7 AND status IN ('queued', 'running') AND (claimed_by = '' OR claimed_by = $4 OR claim_until <= $6)
-			RETURNING `+runCols+`),
-		journal AS (`+journalInsert+`)
-		SELECT `+runCols+` FROM run`, j.args(owner, until, now, id)...))
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = db.notClaimed(ctx, id)
-	}
-	if err != nil {
-		return core.Run{}, fmt.Errorf("claim run %s: %w", id, err)
-	}
-	return r.Run, nil
-}
-
-// notClaimed tells why ClaimRun could not claim run id.
-func (db *DB) notClaimed(ctx context.Context, id string) error {
-	r, err := getRun(ctx, db.pool, id, false)
-	switch {
-	case err != nil:
-		return err
-	case r.Status.Terminal():
-		return core.ErrRunFinished
-	case r.Status == core.RunPaused:
-		return core.ErrRunPaused
-	case r.claimUntil != nil:
-		return fmt.Errorf("%w until %s", core.ErrClaimed, r.claimUntil.Format(time.RFC3339))
-	default:
-		return core.ErrClaimed
-	}
-}
-
-// ExtendClaim implements core.Store.
-func (db *DB) ExtendClaim(ctx context.Context, id, owner string, until time.Time) error {
-	tag, err := db.pool.Exec(ctx, `UPDATE runs SET claim_until = $1
-		WHERE id = $2 AND claimed_by = $3 AND claimed_by <> '' AND status = 'running'`, until, id, owner)
-	if err == nil && tag.RowsAffected() == 0 {
-		if _, err = getRun(ctx, db.pool, id, false); err == nil {
-			err = core.ErrClaimLost
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("extend claim on run %s: %w", id, err)
-	}
-	return nil
-}
-
-// AppendEvents implements core.Store. One statement, so one round trip:
-// the UPDATE that moves the run's last_seq checks the claim (as checkClaim)
-// and locks the row, and the journal append goes with it.
-func (db *DB) AppendEvents(ctx context.Context, id, owner string, events []core.Event) ([]core.Event, error) {
-	out, err := db.appendEvents(ctx, id, owner, events)
-	if err != nil {
-		return nil, fmt.Errorf("append to run %s: %w", id, err)
-	}
-	return out, nil
-}
-
-func (db *DB) appendEvents(ctx context.Context, id, owner string, events []core.Event) ([]core.Event, error) {
-	j, err := newJournal(events, db.opts.Clock.Now())
-	if err != nil {
-		return nil, err
-	}
-	if len(events) == 0 {
-		// Nothing to write: only check the claim.
-		r, err := getRun(ctx, db.pool, id, false)
-		if err != nil {
-			return nil, err
-		}
-		return nil, checkClaim(r, owner)
-	}
-	var lastSeq int64
-	err = db.pool.QueryRow(ctx, `WITH run AS (
-			UPDATE runs SET last_seq = last_seq + cardinality($1::text[])
-			WHERE id = $4 AND claimed_by = $5 AND $5 <> '' AND status = 'running'
-			RETURNING id, last_seq),
-		journal AS (`+journalInsert+`)
-		SELECT last_seq FROM run`, j.args(id, owner)...).Scan(&lastSeq)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, db.claimLost(ctx, id, owner)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return j.stored(id, lastSeq-int64(len(events))), nil
-}
-
-// claimLost tells why owner may not write to run id: ErrNotFound,
-// ErrRunFinished or ErrClaimLost.
-func (db *DB) claimLost(ctx context.Context, id, owner string) error {
-	r, err := getRun(ctx, db.pool, id, false)
-	if err != nil {
-		return err
-	}
-	if err := checkClaim(r, owner); err != nil {
-		return err
-	}
-	return core.ErrClaimLost // it changed hands and back since
-}
-
-// PauseRun implements core.Store. The approval must carry its ID (the events
-// refer to it); an empty ArgsSHA256 is computed from Arguments.
-func (db *DB) PauseRun(ctx context.Context, id, owner string, a core.Approval, events []core.Event) (core.Run, error) {
-	if a.ID == "" {
-		return core.Run{}, fmt.Errorf("pause run %s: approval id is required", id)
-	}
-	if a.RunID != "" && a.RunID != id {
-		return core.Run{}, fmt.Errorf("pause run %s: approval %s is for run %s", id, a.ID, a.RunID)
-	}
-	args, err := jsonOrNull(a.Arguments)
-	if err != nil {
-		return core.Run{}, fmt.Errorf("pause run %s: approval %s arguments: %w", id, a.ID, err)
-	}
-	if a.ArgsSHA256 == "" {
-		sum := sha256.Sum256(args)
-		a.ArgsSHA256 = hex.EncodeToString(sum[:])
-	}
-	policy, err := json.Marshal(a.Policy)
-	if err != nil {
-		return core.Run{}, fmt.Errorf("pause run %s: approval %s policy: %w", id, a.ID, err)
-	}
-	if a.CreatedAt.IsZero() {
-		a.CreatedAt = db.opts.Clock.Now()
-	}
-	var out core.Run
-	err = db.tx(ctx, func(tx *txn) error {
-		r, err := getRun(ctx, tx, id, true)
-		if err != nil {
-			return err
-		}
-		if err := checkClaim(r, owner); err != nil {
-			return err
-		}
-		if a.SessionID == "" {
-			a.SessionID = r.SessionID
-		}
-		tx.Later(`INSERT INTO approvals (id, run_id, session_id, tool_call_id, tool, arguments,
-			args_sha256, policy, requested_by, status, created_at, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11)`,
-			a.ID, id, a.SessionID, a.ToolCallID, a.Tool, string(args), a.ArgsSHA256, string(policy), a.RequestedBy,
-			a.CreatedAt, a.ExpiresAt).Wrap("insert approval " + a.ID)
-		db.enqueueTx(tx, core.ApprovalJobFor(a.ID, core.ApprovalPending))
-		if _, err := appendTx(tx, id, r.LastSeq, events, a.CreatedAt); err != nil {
-			return err
-		}
-		tx.Later(`UPDATE runs SET status = 'paused', claimed_by = '', claim_until = NULL
-			WHERE id = $1 RETURNING `+runCols, id).Row(scanRunInto(&out))
-		return nil
-	})
-	if err != nil {
-		return core.Run{}, fmt.Errorf("pause run %s: %w", id, err)
-	}
-	return out, nil
-}
-
-// FinishRun implements core.Store. Pending approvals of the run (possible
-// only when owner is "") are cancelled so that no decision reopens it;
-// f.Jobs and the next run's job are enqueued in the same transaction. Two
-// round trips: the locks, with what closing the run needs read ahead (the
-// approvals to cancel, the session's next run; when a check fails, the
-// rollback undoes the cancelling), then the writes with COMMIT.
-func (db *DB) FinishRun(ctx context.Context, id, owner string, f core.Finish) (core.Run, error) {
-	if !f.Status.Terminal() {
-		return core.Run{}, fmt.Errorf("finish run %s: status %q is not terminal", id, f.Status)
-	}
-	if f.At.IsZero() {
-		f.At = db.opts.Clock.Now()
-	}
-	var out core.Run
-	err := db.tx(ctx, func(tx *txn) error {
-		var (
-			r         runRow
-			cancelled []cancelled
-			next      []core.Job
-		)
-		lockSessionAndRun(tx, id, &r)
-		cancelPendingTx(tx, id, "", f.Error, f.At, &cancelled)
-		nextJobTx(tx, id, &r, &next)
-		if err := tx.Flush(ctx); err != nil {
-			return err
-		}
-		if r.Status.Terminal() {
-			return core.ErrRunFinished
-		}
-		if owner != "" {
-			if err := checkClaim(r, owner); err != nil {
-				return err
-			}
-		}
-		var err error
-		if r.LastSeq, err = db.journalCancelledTx(tx, r, cancelled, "", f.Error, f.At); err != nil {
-			return err
-		}
-		if _, err := appendTx(tx, id, r.LastSeq, f.Events, f.At); err != nil {
-			return err
-		}
-		tx.Later(`UPDATE runs SET status = $1, output = $2, error = $3, input_tokens = $4,
-			output_tokens = $5, finished_at = $6, claimed_by = '', claim_until = NULL WHERE id = $7 RETURNING `+runCols,
-			string(f.Status), f.Output, f.Error, f.Usage.InputTokens, f.Usage.OutputTokens, f.At, id).Row(scanRunInto(&out))
-		ackTx(tx, f.Ack)
-		// One call, so that all job keys are locked in one order.
-		db.enqueueTx(tx, append(slices.Clone(f.Jobs), next...)...)
-		return nil
-	})
-	if err != nil {
-		return core.Run{}, fmt.Errorf("finish run %s: %w", id, err)
-	}
-	return out, nil
-}
-
-// CancelRun implements core.Store. With ErrRunFinished it also returns the
-// run as it is. Two round trips, as FinishRun.
-func (db *DB) CancelRun(ctx context.Context, id string, c core.Cancel) (core.Run, error) {
-	if c.At.IsZero() {
-		c.At = db.opts.Clock.Now()
-	}
-	var out core.Run
-	err := db.tx(ctx, func(tx *txn) error {
-		var (
-			r         runRow
-			cancelled []cancelled
-			next      []core.Job
-		)
-		lockSessionAndRun(tx, id, &r)
-		cancelPendingTx(tx, id, c.By, c.Reason, c.At, &cancelled)
-		nextJobTx(tx, id, &r, &next)
-		if err := tx.Flush(ctx); err != nil {
-			return err
-		}
-		if r.Status.Terminal() {
-			out = r.Run
-			return core.ErrRunFinished
-		}
-		var err error
-		if r.LastSeq, err = db.journalCancelledTx(tx, r, cancelled, c.By, c.Reason, c.At); err != nil {
-			return err
-		}
-		ev := core.NewEvent(core.EventStatus, core.StatusChange{Status: core.RunCancelled, Error: c.Reason})
-		if _, err := appendTx(tx, id, r.LastSeq, []core.Event{ev}, c.At); err != nil {
-			return err
-		}
-		tx.Later(`UPDATE runs SET status = 'cancelled', error = $1, finished_at = $2,
-			claimed_by = '', claim_until = NULL WHERE id = $3 RETURNING `+runCols, c.Reason, c.At, id).Row(scanRunInto(&out))
-		if c.Audit != nil {
-			insertAuditTx(tx, *c.Audit, c.At)
-		}
-		db.enqueueTx(tx, next...)
-		return nil
-	})
-	if err != nil {
-		return out, fmt.Errorf("cancel run %s: %w", id, err)
 	}
 	return out, nil
 }
@@ -928,10 +572,120 @@ func (d runDriver) RunTx(ctx context.Context, fn func(sqlstore.RunTx) error) err
 func (d runDriver) Now() time.Time { return d.db.opts.Clock.Now() }
 func (d runDriver) Enqueued()      {} // enqueueTx notifies the workers
 
-// runTx is sqlstore.RunTx on a PostgreSQL transaction.
+func (d runDriver) GetRun(ctx context.Context, id string) (runRow, error) {
+	return getRun(ctx, d.db.pool, id, false)
+}
+
+// ClaimRun is one statement, so one round trip: the claiming UPDATE, a
+// compare-and-set that locks the run row, and the journal append that
+// moves its last_seq.
+func (d runDriver) ClaimRun(ctx context.Context, c sqlstore.Claim) (core.Run, bool, error) {
+	j := newJournal(c.Events)
+	r, err := scanRun(d.db.pool.QueryRow(ctx, `WITH run AS (
+			UPDATE runs SET claimed_by = $4, claim_until = $5, status = 'running',
+				started_at = COALESCE(started_at, $6), last_seq = last_seq + cardinality($1::text[])
+			WHERE id = $7 AND status IN ('queued', 'running') AND (claimed_by = '' OR claimed_by = $4 OR claim_until <= $6)
+			RETURNING `+runCols+`),
+		journal AS (`+journalInsert+`)
+		SELECT `+runCols+` FROM run`, j.args(c.Owner, c.Until, c.Now, c.ID)...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return core.Run{}, false, nil
+	}
+	return r.Run, err == nil, err
+}
+
+func (d runDriver) ExtendClaim(ctx context.Context, id, owner string, until time.Time) (bool, error) {
+	tag, err := d.db.pool.Exec(ctx, `UPDATE runs SET claim_until = $1
+		WHERE id = $2 AND claimed_by = $3 AND claimed_by <> '' AND status = 'running'`, until, id, owner)
+	return tag.RowsAffected() > 0, err
+}
+
+// AppendClaimed is one statement, so one round trip: the UPDATE that moves
+// the run's last_seq checks the claim (as sqlstore.CheckClaim) and locks
+// the row, and the journal append goes with it.
+func (d runDriver) AppendClaimed(ctx context.Context, id, owner string, evs []core.Event) ([]core.Event, bool, error) {
+	j := newJournal(evs)
+	var lastSeq int64
+	err := d.db.pool.QueryRow(ctx, `WITH run AS (
+			UPDATE runs SET last_seq = last_seq + cardinality($1::text[])
+			WHERE id = $4 AND claimed_by = $5 AND $5 <> '' AND status = 'running'
+			RETURNING id, last_seq),
+		journal AS (`+journalInsert+`)
+		SELECT last_seq FROM run`, j.args(id, owner)...).Scan(&lastSeq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return j.stored(id, lastSeq-int64(len(evs))), true, nil
+}
+
+// runTx is sqlstore.RunTx on a PostgreSQL transaction. Writes nobody reads
+// go out with the next statement waited for, or with COMMIT.
 type runTx struct {
 	db *DB
 	tx *txn
+}
+
+// CreateRuns creates each run, locking its session; the runs are filled in
+// as their inserts come back.
+func (t runTx) CreateRuns(ctx context.Context, runs []core.NewRun) ([]core.Run, error) {
+	out := make([]core.Run, len(runs))
+	for i, nr := range runs {
+		if err := createRunTx(ctx, t.tx, nr, &out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (t runTx) LockRun(ctx context.Context, id string) (runRow, error) {
+	return getRun(ctx, t.tx, id, true)
+}
+
+func (t runTx) InsertApproval(_ context.Context, a core.Approval, args, policy []byte) error {
+	t.tx.Later(`INSERT INTO approvals (id, run_id, session_id, tool_call_id, tool, arguments,
+		args_sha256, policy, requested_by, status, created_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11)`,
+		a.ID, a.RunID, a.SessionID, a.ToolCallID, a.Tool, string(args), a.ArgsSHA256, string(policy), a.RequestedBy,
+		a.CreatedAt, a.ExpiresAt).Wrap("insert approval " + a.ID)
+	return nil
+}
+
+func (t runTx) SetPaused(_ context.Context, id string) (*core.Run, error) {
+	return t.setRun(`UPDATE runs SET status = 'paused', claimed_by = '', claim_until = NULL
+		WHERE id = $1 RETURNING `+runCols, id), nil
+}
+
+func (t runTx) SetFinished(_ context.Context, id string, f core.Finish) (*core.Run, error) {
+	return t.setRun(`UPDATE runs SET status = $1, output = $2, error = $3, input_tokens = $4,
+		output_tokens = $5, finished_at = $6, claimed_by = '', claim_until = NULL WHERE id = $7 RETURNING `+runCols,
+		string(f.Status), f.Output, f.Error, f.Usage.InputTokens, f.Usage.OutputTokens, f.At, id), nil
+}
+
+func (t runTx) SetCancelled(_ context.Context, id, reason string, at time.Time) (*core.Run, error) {
+	return t.setRun(`UPDATE runs SET status = 'cancelled', error = $1, finished_at = $2,
+		claimed_by = '', claim_until = NULL WHERE id = $3 RETURNING `+runCols, reason, at, id), nil
+}
+
+// setRun queues a run UPDATE … RETURNING; the run is read when it comes back.
+func (t runTx) setRun(query string, args ...any) *core.Run {
+	out := new(core.Run)
+	t.tx.Later(query, args...).Row(scanRunInto(out))
+	return out
+}
+
+// Close is one round trip: the session and the run are locked, the
+// pending approvals cancelled (the rollback undoes it when a check of the
+// caller fails) and the session's next run found.
+func (t runTx) Close(ctx context.Context, id, by, reason string, at time.Time) (sqlstore.Closing, error) {
+	var c sqlstore.Closing
+	lockSessionAndRun(t.tx, id, &c.Run)
+	cancelPendingTx(t.tx, id, by, reason, at, &c.Cancelled)
+	nextJobTx(t.tx, id, &c.Run, &c.Next)
+	err := t.tx.Flush(ctx)
+	return c, err
 }
 
 // DecideApproval is one round trip: the run's row is locked (lock order:
@@ -983,13 +737,27 @@ func (t runTx) GetApproval(ctx context.Context, id string) (core.Approval, error
 	return getApproval(ctx, t.tx, id)
 }
 
-func (t runTx) AppendEvents(_ context.Context, runID string, after int64, evs []core.Event, at time.Time) error {
-	_, err := appendTx(t.tx, runID, after, evs, at)
-	return err
+func (t runTx) ActiveRuns(ctx context.Context) ([]string, error) {
+	var ids []string
+	t.tx.Later(`SELECT id FROM runs WHERE status IN ('queued', 'running') ORDER BY pk`).Rows(func(rows pgx.Rows) (err error) {
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	return ids, t.tx.Flush(ctx)
+}
+
+func (t runTx) AppendEvents(_ context.Context, runID string, after int64, evs []core.Event) error {
+	appendTx(t.tx, runID, after, evs)
+	return nil
 }
 
 func (t runTx) Enqueue(_ context.Context, jobs ...core.Job) error {
 	t.db.enqueueTx(t.tx, jobs...)
+	return nil
+}
+
+func (t runTx) Ack(_ context.Context, j core.Job) error {
+	ackTx(t.tx, &j)
 	return nil
 }
 
@@ -1007,32 +775,6 @@ func (db *DB) DueApprovals(ctx context.Context, now time.Time, limit int) ([]cor
 		return nil, fmt.Errorf("due approvals: %w", err)
 	}
 	return out, nil
-}
-
-// RequeueActive implements core.Store.
-func (db *DB) RequeueActive(ctx context.Context) (int, error) {
-	var n int
-	err := db.tx(ctx, func(tx *txn) error {
-		var ids []string
-		tx.Later(`SELECT id FROM runs WHERE status IN ('queued', 'running') ORDER BY pk`).Rows(func(rows pgx.Rows) (err error) {
-			ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
-			return err
-		})
-		if err := tx.Flush(ctx); err != nil {
-			return err
-		}
-		jobs := make([]core.Job, len(ids))
-		for i, id := range ids {
-			jobs[i] = core.RunJobFor(id)
-		}
-		n = len(ids)
-		db.enqueueTx(tx, jobs...)
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("requeue active runs: %w", err)
-	}
-	return n, nil
 }
 
 // CountRuns implements core.Store; every known status has an entry.

@@ -199,6 +199,9 @@ func (t routineTx) CreateRuns(ctx context.Context, runs []core.NewRun) ([]core.R
 		if out[i], err = t.db.createRunTx(ctx, t.tx, nr); err != nil {
 			return nil, err
 		}
+		if err := t.db.enqueueTx(ctx, t.tx, core.RunJobFor(nr.Run.ID)); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

@@ -1,13 +1,13 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,12 +39,7 @@ type querier interface {
 
 type scanner interface{ Scan(dest ...any) error }
 
-// runRow is a run with its claim, which core.Run does not carry.
-type runRow struct {
-	core.Run
-	claimedBy  string
-	claimUntil int64
-}
+type runRow = sqlstore.RunRow
 
 // scanRun scans runCols, after any extra leading columns (the rowid of lists).
 func scanRun(s scanner, extra ...any) (runRow, error) {
@@ -52,11 +47,16 @@ func scanRun(s scanner, extra ...any) (runRow, error) {
 	var typ, status string
 	var created int64
 	var started, finished sql.NullInt64
+	var claimUntil int64 // 0: not claimed
 	dest := append(extra, &r.ID, &r.SessionID, &r.AgentID, &r.UserID, &typ, &status, &r.ParentRunID, &r.RoutineID,
 		&r.StartedBy, &r.Input, &r.Output, &r.Error, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.LastSeq, &created, &started, &finished,
-		&r.claimedBy, &r.claimUntil)
+		&r.ClaimedBy, &claimUntil)
 	if err := s.Scan(dest...); err != nil {
 		return runRow{}, err
+	}
+	if claimUntil != 0 {
+		t := nanos(claimUntil)
+		r.ClaimUntil = &t
 	}
 	r.Type = core.RunType(typ)
 	r.Status = core.RunStatus(status)
@@ -118,53 +118,20 @@ func getApproval(ctx context.Context, q querier, id string) (core.Approval, erro
 	return a, err
 }
 
-// checkClaim reports whether owner may write to run r: ErrRunFinished when it
-// is terminal, ErrClaimLost when owner does not hold a running claim.
-func checkClaim(r runRow, owner string) error {
-	if r.Status.Terminal() {
-		return core.ErrRunFinished
-	}
-	if owner == "" || r.claimedBy != owner || r.Status != core.RunRunning {
-		return core.ErrClaimLost
-	}
-	return nil
-}
-
-// jsonOrNull returns b, or JSON null when b is empty; invalid JSON is an error.
-func jsonOrNull(b []byte) ([]byte, error) {
-	if len(b) == 0 {
-		return []byte("null"), nil
-	}
-	if !json.Valid(b) {
-		return nil, errors.New("invalid JSON")
-	}
-	return b, nil
-}
-
-// appendTx appends evs to the journal of runID after lastSeq and moves the
-// run's last_seq. Events without a time get at. It returns the stored events.
-func appendTx(ctx context.Context, tx *txn, runID string, lastSeq int64, evs []core.Event, at time.Time) ([]core.Event, error) {
+// appendTx appends checked events (sqlstore.CheckEvents) to the journal of
+// runID after lastSeq and moves the run's last_seq. It returns the stored
+// events.
+func appendTx(ctx context.Context, tx *txn, runID string, lastSeq int64, evs []core.Event) ([]core.Event, error) {
 	if len(evs) == 0 {
 		return nil, nil
 	}
 	out := make([]core.Event, len(evs))
 	for i, e := range evs {
-		if e.Type == "" {
-			return nil, fmt.Errorf("event %d: type is required", i)
-		}
-		data, err := jsonOrNull(e.Data)
-		if err != nil {
-			return nil, fmt.Errorf("event %d (%s): data: %w", i, e.Type, err)
-		}
-		if e.CreatedAt.IsZero() {
-			e.CreatedAt = at
-		}
 		e.RunID = runID
 		e.Seq = lastSeq + int64(i) + 1
-		e.Data = data
 		e.CreatedAt = nanos(e.CreatedAt.UnixNano())
 		if _, err := tx.ExecContext(ctx, `INSERT INTO run_events(run_id, seq, type, data, created_at) VALUES (?, ?, ?, ?, ?)`,
-			runID, e.Seq, string(e.Type), data, e.CreatedAt.UnixNano()); err != nil {
+			runID, e.Seq, string(e.Type), []byte(e.Data), e.CreatedAt.UnixNano()); err != nil {
 			return nil, fmt.Errorf("insert event %d: %w", e.Seq, err)
 		}
 		out[i] = e
@@ -173,65 +140,6 @@ func appendTx(ctx context.Context, tx *txn, runID string, lastSeq int64, evs []c
 		return nil, fmt.Errorf("update last seq: %w", err)
 	}
 	return out, nil
-}
-
-// enqueueNextTx is called after run id of the session became terminal: when
-// it was the session's head, the new head (the oldest run that is not
-// terminal) gets its turn and, if queued, its job.
-func (db *DB) enqueueNextTx(ctx context.Context, tx *txn, sessionID, id string) error {
-	var next, status string
-	var after bool
-	err := tx.QueryRowContext(ctx, `SELECT id, status, rowid > (SELECT rowid FROM runs WHERE id = ?) FROM runs
-		WHERE session_id = ? AND status IN `+activeStatuses+` ORDER BY rowid LIMIT 1`, id, sessionID).Scan(&next, &status, &after)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("find next run of session %s: %w", sessionID, err)
-	}
-	if !after || core.RunStatus(status) != core.RunQueued {
-		return nil // an older run still holds the session, or the head is not waiting for a worker
-	}
-	return db.enqueueTx(ctx, tx, core.RunJobFor(next))
-}
-
-// cancelPendingTx cancels the pending approvals of run r, journaling each as
-// approval_decided, and returns the run's new last seq.
-func (db *DB) cancelPendingTx(ctx context.Context, tx *txn, r runRow, by, reason string, at time.Time) (int64, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT id, tool_call_id FROM approvals WHERE run_id = ? AND status = 'pending' ORDER BY rowid`, r.ID)
-	if err != nil {
-		return 0, fmt.Errorf("list pending approvals: %w", err)
-	}
-	var evs []core.Event
-	var ids []string
-	for rows.Next() {
-		var id, call string
-		if err := rows.Scan(&id, &call); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("list pending approvals: %w", err)
-		}
-		ids = append(ids, id)
-		evs = append(evs, core.NewEvent(core.EventApprovalDecided, core.ApprovalDecided{
-			ApprovalID: id, ToolCallID: call, Status: core.ApprovalCancelled, DecidedBy: by, Reason: reason,
-		}))
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return 0, fmt.Errorf("list pending approvals: %w", err)
-	}
-	for _, id := range ids {
-		if _, err := tx.ExecContext(ctx, `UPDATE approvals SET status = 'cancelled', decided_by = ?, decided_via = '',
-			reason = ?, decided_at = ? WHERE id = ? AND status = 'pending'`, by, reason, at.UnixNano(), id); err != nil {
-			return 0, fmt.Errorf("cancel approval %s: %w", id, err)
-		}
-		if err := db.enqueueTx(ctx, tx, core.ApprovalJobFor(id, core.ApprovalCancelled)); err != nil {
-			return 0, err
-		}
-	}
-	out, err := appendTx(ctx, tx, r.ID, r.LastSeq, evs, at)
-	if err != nil {
-		return 0, err
-	}
-	return r.LastSeq + int64(len(out)), nil
 }
 
 // pageLimit applies ListOptions' default and cap.
@@ -295,28 +203,9 @@ func list[T any](ctx context.Context, db *DB, o core.ListOptions, query string, 
 	return page, nil
 }
 
-// CreateRun implements core.Store.
-func (db *DB) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
-	nr, err := nr.Normalize(db.opts.Clock.Now())
-	if err != nil {
-		return core.Run{}, err
-	}
-	var out core.Run
-	err = db.tx(ctx, func(tx *txn) error {
-		out, err = db.createRunTx(ctx, tx, nr)
-		return err
-	})
-	if err != nil {
-		return core.Run{}, fmt.Errorf("create run %s: %w", nr.Run.ID, err)
-	}
-	db.wake()
-	return out, nil
-}
-
-// createRunTx inserts a checked NewRun (see core.NewRun.Normalize) inside tx: the
-// inbox entry of nr.DedupeKey (a *core.DuplicateError when it is taken), the
-// session if new, the run, its first events and its JobRun job. The caller
-// must call db.wake() after the commit.
+// createRunTx inserts a checked NewRun (see sqlstore.RunTx.CreateRuns)
+// inside tx: the inbox entry of nr.DedupeKey (a *core.DuplicateError when
+// it is taken), the session if new, the run and its first events.
 func (db *DB) createRunTx(ctx context.Context, tx *txn, nr core.NewRun) (core.Run, error) {
 	r, s := nr.Run, nr.Session
 	if nr.DedupeKey != "" {
@@ -347,10 +236,7 @@ func (db *DB) createRunTx(ctx context.Context, tx *txn, nr core.NewRun) (core.Ru
 		r.Error, r.Usage.InputTokens, r.Usage.OutputTokens, r.CreatedAt.UnixNano()); err != nil {
 		return core.Run{}, fmt.Errorf("insert run: %w", err)
 	}
-	if _, err := appendTx(ctx, tx, r.ID, 0, nr.Events, r.CreatedAt); err != nil {
-		return core.Run{}, err
-	}
-	if err := db.enqueueTx(ctx, tx, core.RunJobFor(r.ID)); err != nil {
+	if _, err := appendTx(ctx, tx, r.ID, 0, nr.Events); err != nil {
 		return core.Run{}, err
 	}
 	row, err := getRun(ctx, tx, r.ID)
@@ -451,251 +337,6 @@ func (db *DB) SessionHistory(ctx context.Context, sessionID, beforeRunID string,
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("session %s history: %w", sessionID, err)
 	}
-	return out, nil
-}
-
-// ClaimRun implements core.Store.
-func (db *DB) ClaimRun(ctx context.Context, id, owner string, now, until time.Time, events []core.Event) (core.Run, error) {
-	if owner == "" {
-		return core.Run{}, fmt.Errorf("claim run %s: owner is required", id)
-	}
-	var out core.Run
-	err := db.tx(ctx, func(tx *txn) error {
-		r, err := scanRun(tx.QueryRowContext(ctx, `UPDATE runs SET claimed_by = ?, claim_until = ?, status = 'running',
-			started_at = COALESCE(started_at, ?)
-			WHERE id = ? AND status IN ('queued', 'running') AND (claimed_by = '' OR claimed_by = ? OR claim_until <= ?)
-			RETURNING `+runCols, owner, until.UnixNano(), now.UnixNano(), id, owner, now.UnixNano()))
-		if errors.Is(err, sql.ErrNoRows) { // not claimed: say why
-			if r, err = getRun(ctx, tx, id); err != nil {
-				return err
-			}
-			switch {
-			case r.Status.Terminal():
-				return core.ErrRunFinished
-			case r.Status == core.RunPaused:
-				return core.ErrRunPaused
-			default:
-				return fmt.Errorf("%w until %s", core.ErrClaimed, nanos(r.claimUntil).Format(time.RFC3339))
-			}
-		}
-		if err != nil {
-			return err
-		}
-		evs, err := appendTx(ctx, tx, id, r.LastSeq, events, now)
-		if err != nil {
-			return err
-		}
-		r.LastSeq += int64(len(evs))
-		out = r.Run
-		return nil
-	})
-	if err != nil {
-		return core.Run{}, fmt.Errorf("claim run %s: %w", id, err)
-	}
-	return out, nil
-}
-
-// ExtendClaim implements core.Store.
-func (db *DB) ExtendClaim(ctx context.Context, id, owner string, until time.Time) error {
-	err := db.tx(ctx, func(tx *txn) error {
-		res, err := tx.ExecContext(ctx, `UPDATE runs SET claim_until = ?
-			WHERE id = ? AND claimed_by = ? AND claimed_by <> '' AND status = 'running'`, until.UnixNano(), id, owner)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n > 0 {
-			return err
-		}
-		if _, err := getRun(ctx, tx, id); err != nil {
-			return err
-		}
-		return core.ErrClaimLost
-	})
-	if err != nil {
-		return fmt.Errorf("extend claim on run %s: %w", id, err)
-	}
-	return nil
-}
-
-// AppendEvents implements core.Store.
-func (db *DB) AppendEvents(ctx context.Context, id, owner string, events []core.Event) ([]core.Event, error) {
-	var out []core.Event
-	err := db.tx(ctx, func(tx *txn) error {
-		r, err := getRun(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		if err := checkClaim(r, owner); err != nil {
-			return err
-		}
-		out, err = appendTx(ctx, tx, id, r.LastSeq, events, db.opts.Clock.Now())
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("append to run %s: %w", id, err)
-	}
-	return out, nil
-}
-
-// PauseRun implements core.Store. The approval must carry its ID (the events
-// refer to it); an empty ArgsSHA256 is computed from Arguments.
-func (db *DB) PauseRun(ctx context.Context, id, owner string, a core.Approval, events []core.Event) (core.Run, error) {
-	if a.ID == "" {
-		return core.Run{}, fmt.Errorf("pause run %s: approval id is required", id)
-	}
-	if a.RunID != "" && a.RunID != id {
-		return core.Run{}, fmt.Errorf("pause run %s: approval %s is for run %s", id, a.ID, a.RunID)
-	}
-	args, err := jsonOrNull(a.Arguments)
-	if err != nil {
-		return core.Run{}, fmt.Errorf("pause run %s: approval %s arguments: %w", id, a.ID, err)
-	}
-	if a.ArgsSHA256 == "" {
-		sum := sha256.Sum256(args)
-		a.ArgsSHA256 = hex.EncodeToString(sum[:])
-	}
-	policy, err := json.Marshal(a.Policy)
-	if err != nil {
-		return core.Run{}, fmt.Errorf("pause run %s: approval %s policy: %w", id, a.ID, err)
-	}
-	if a.CreatedAt.IsZero() {
-		a.CreatedAt = db.opts.Clock.Now()
-	}
-	var out core.Run
-	err = db.tx(ctx, func(tx *txn) error {
-		r, err := getRun(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		if err := checkClaim(r, owner); err != nil {
-			return err
-		}
-		if a.SessionID == "" {
-			a.SessionID = r.SessionID
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO approvals(id, run_id, session_id, tool_call_id, tool, arguments,
-			args_sha256, policy, requested_by, status, created_at, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
-			a.ID, id, a.SessionID, a.ToolCallID, a.Tool, args, a.ArgsSHA256, policy, a.RequestedBy,
-			a.CreatedAt.UnixNano(), a.ExpiresAt.UnixNano()); err != nil {
-			return fmt.Errorf("insert approval %s: %w", a.ID, err)
-		}
-		if err := db.enqueueTx(ctx, tx, core.ApprovalJobFor(a.ID, core.ApprovalPending)); err != nil {
-			return err
-		}
-		if _, err := appendTx(ctx, tx, id, r.LastSeq, events, a.CreatedAt); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = 'paused', claimed_by = '', claim_until = 0 WHERE id = ?`, id); err != nil {
-			return err
-		}
-		r, err = getRun(ctx, tx, id)
-		out = r.Run
-		return err
-	})
-	if err != nil {
-		return core.Run{}, fmt.Errorf("pause run %s: %w", id, err)
-	}
-	db.wake()
-	return out, nil
-}
-
-// FinishRun implements core.Store. Pending approvals of the run (possible
-// only when owner is "") are cancelled so that no decision reopens it.
-func (db *DB) FinishRun(ctx context.Context, id, owner string, f core.Finish) (core.Run, error) {
-	if !f.Status.Terminal() {
-		return core.Run{}, fmt.Errorf("finish run %s: status %q is not terminal", id, f.Status)
-	}
-	if f.At.IsZero() {
-		f.At = db.opts.Clock.Now()
-	}
-	var out core.Run
-	err := db.tx(ctx, func(tx *txn) error {
-		r, err := getRun(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		if r.Status.Terminal() {
-			return core.ErrRunFinished
-		}
-		if owner != "" {
-			if err := checkClaim(r, owner); err != nil {
-				return err
-			}
-		}
-		if r.LastSeq, err = db.cancelPendingTx(ctx, tx, r, "", f.Error, f.At); err != nil {
-			return err
-		}
-		if _, err := appendTx(ctx, tx, id, r.LastSeq, f.Events, f.At); err != nil {
-			return err
-		}
-		r, err = scanRun(tx.QueryRowContext(ctx, `UPDATE runs SET status = ?, output = ?, error = ?, input_tokens = ?,
-			output_tokens = ?, finished_at = ?, claimed_by = '', claim_until = 0 WHERE id = ? RETURNING `+runCols,
-			string(f.Status), f.Output, f.Error, f.Usage.InputTokens, f.Usage.OutputTokens, f.At.UnixNano(), id))
-		if err != nil {
-			return err
-		}
-		for _, j := range f.Jobs {
-			if err := db.enqueueTx(ctx, tx, j); err != nil {
-				return err
-			}
-		}
-		if err := db.enqueueNextTx(ctx, tx, r.SessionID, id); err != nil {
-			return err
-		}
-		out = r.Run
-		return ackTx(ctx, tx, f.Ack)
-	})
-	if err != nil {
-		return core.Run{}, fmt.Errorf("finish run %s: %w", id, err)
-	}
-	db.wake()
-	return out, nil
-}
-
-// CancelRun implements core.Store. With ErrRunFinished it also returns the
-// run as it is.
-func (db *DB) CancelRun(ctx context.Context, id string, c core.Cancel) (core.Run, error) {
-	if c.At.IsZero() {
-		c.At = db.opts.Clock.Now()
-	}
-	var out core.Run
-	err := db.tx(ctx, func(tx *txn) error {
-		r, err := getRun(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		if r.Status.Terminal() {
-			out = r.Run
-			return core.ErrRunFinished
-		}
-		if r.LastSeq, err = db.cancelPendingTx(ctx, tx, r, c.By, c.Reason, c.At); err != nil {
-			return err
-		}
-		ev := core.NewEvent(core.EventStatus, core.StatusChange{Status: core.RunCancelled, Error: c.Reason})
-		if _, err := appendTx(ctx, tx, id, r.LastSeq, []core.Event{ev}, c.At); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = 'cancelled', error = ?, finished_at = ?,
-			claimed_by = '', claim_until = 0 WHERE id = ?`, c.Reason, c.At.UnixNano(), id); err != nil {
-			return err
-		}
-		if err := db.enqueueNextTx(ctx, tx, r.SessionID, id); err != nil {
-			return err
-		}
-		if c.Audit != nil {
-			if err := insertAuditTx(ctx, tx, *c.Audit, c.At); err != nil {
-				return err
-			}
-		}
-		r, err = getRun(ctx, tx, id)
-		out = r.Run
-		return err
-	})
-	if err != nil {
-		return out, fmt.Errorf("cancel run %s: %w", id, err)
-	}
-	db.wake()
 	return out, nil
 }
 
@@ -829,11 +470,159 @@ func (d runDriver) RunTx(ctx context.Context, fn func(sqlstore.RunTx) error) err
 func (d runDriver) Now() time.Time { return d.db.opts.Clock.Now() }
 func (d runDriver) Enqueued()      { d.db.wake() }
 
+func (d runDriver) GetRun(ctx context.Context, id string) (runRow, error) {
+	return getRun(ctx, d.db.r, id)
+}
+
+func (d runDriver) ClaimRun(ctx context.Context, c sqlstore.Claim) (core.Run, bool, error) {
+	var out core.Run
+	claimed := false
+	err := d.db.tx(ctx, func(tx *txn) error {
+		r, err := scanRun(tx.QueryRowContext(ctx, `UPDATE runs SET claimed_by = ?, claim_until = ?, status = 'running',
+			started_at = COALESCE(started_at, ?)
+			WHERE id = ? AND status IN ('queued', 'running') AND (claimed_by = '' OR claimed_by = ? OR claim_until <= ?)
+			RETURNING `+runCols, c.Owner, c.Until.UnixNano(), c.Now.UnixNano(), c.ID, c.Owner, c.Now.UnixNano()))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		evs, err := appendTx(ctx, tx, c.ID, r.LastSeq, c.Events)
+		r.LastSeq += int64(len(evs))
+		out, claimed = r.Run, true
+		return err
+	})
+	return out, claimed, err
+}
+
+func (d runDriver) ExtendClaim(ctx context.Context, id, owner string, until time.Time) (bool, error) {
+	var ok bool
+	err := d.db.tx(ctx, func(tx *txn) (err error) {
+		ok, err = affected(tx.ExecContext(ctx, `UPDATE runs SET claim_until = ?
+			WHERE id = ? AND claimed_by = ? AND claimed_by <> '' AND status = 'running'`, until.UnixNano(), id, owner))
+		return err
+	})
+	return ok, err
+}
+
+func (d runDriver) AppendClaimed(ctx context.Context, id, owner string, evs []core.Event) ([]core.Event, bool, error) {
+	var out []core.Event
+	ok := false
+	err := d.db.tx(ctx, func(tx *txn) error {
+		r, err := getRun(ctx, tx, id)
+		if errors.Is(err, core.ErrNotFound) || err == nil && sqlstore.CheckClaim(r, owner) != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out, err = appendTx(ctx, tx, id, r.LastSeq, evs)
+		ok = err == nil
+		return err
+	})
+	return out, ok, err
+}
+
 // runTx is sqlstore.RunTx on a SQLite transaction (one writer: what it
 // reads stays as read until commit).
 type runTx struct {
 	db *DB
 	tx *txn
+}
+
+func (t runTx) CreateRuns(ctx context.Context, runs []core.NewRun) ([]core.Run, error) {
+	out := make([]core.Run, len(runs))
+	for i, nr := range runs {
+		var err error
+		if out[i], err = t.db.createRunTx(ctx, t.tx, nr); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (t runTx) LockRun(ctx context.Context, id string) (runRow, error) { return getRun(ctx, t.tx, id) }
+
+func (t runTx) InsertApproval(ctx context.Context, a core.Approval, args, policy []byte) error {
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO approvals(id, run_id, session_id, tool_call_id, tool, arguments,
+		args_sha256, policy, requested_by, status, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
+		a.ID, a.RunID, a.SessionID, a.ToolCallID, a.Tool, args, a.ArgsSHA256, policy, a.RequestedBy,
+		a.CreatedAt.UnixNano(), a.ExpiresAt.UnixNano())
+	return err
+}
+
+func (t runTx) SetPaused(ctx context.Context, id string) (*core.Run, error) {
+	return t.setRun(ctx, `UPDATE runs SET status = 'paused', claimed_by = '', claim_until = 0 WHERE id = ? RETURNING `+runCols, id)
+}
+
+func (t runTx) SetFinished(ctx context.Context, id string, f core.Finish) (*core.Run, error) {
+	return t.setRun(ctx, `UPDATE runs SET status = ?, output = ?, error = ?, input_tokens = ?,
+		output_tokens = ?, finished_at = ?, claimed_by = '', claim_until = 0 WHERE id = ? RETURNING `+runCols,
+		string(f.Status), f.Output, f.Error, f.Usage.InputTokens, f.Usage.OutputTokens, f.At.UnixNano(), id)
+}
+
+func (t runTx) SetCancelled(ctx context.Context, id, reason string, at time.Time) (*core.Run, error) {
+	return t.setRun(ctx, `UPDATE runs SET status = 'cancelled', error = ?, finished_at = ?,
+		claimed_by = '', claim_until = 0 WHERE id = ? RETURNING `+runCols, reason, at.UnixNano(), id)
+}
+
+func (t runTx) setRun(ctx context.Context, query string, args ...any) (*core.Run, error) {
+	r, err := scanRun(t.tx.QueryRowContext(ctx, query, args...))
+	if err != nil {
+		return nil, err
+	}
+	return &r.Run, nil
+}
+
+// Close reads what closing run id needs; SQLite's one writer holds it all
+// until commit.
+func (t runTx) Close(ctx context.Context, id, by, reason string, at time.Time) (sqlstore.Closing, error) {
+	var c sqlstore.Closing
+	var err error
+	if c.Run, err = getRun(ctx, t.tx, id); err != nil || c.Run.Status.Terminal() {
+		return c, err
+	}
+	rows, err := t.tx.QueryContext(ctx, `UPDATE approvals SET status = 'cancelled', decided_by = ?, decided_via = '',
+		reason = ?, decided_at = ? WHERE run_id = ? AND status = 'pending' RETURNING rowid, id, tool_call_id`,
+		by, reason, at.UnixNano(), id)
+	if err != nil {
+		return c, fmt.Errorf("cancel pending approvals: %w", err)
+	}
+	type row struct {
+		rowid int64
+		a     sqlstore.Cancelled
+	}
+	var got []row
+	for rows.Next() {
+		var x row
+		if err := rows.Scan(&x.rowid, &x.a.ID, &x.a.ToolCallID); err != nil {
+			rows.Close()
+			return c, fmt.Errorf("cancel pending approvals: %w", err)
+		}
+		got = append(got, x)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return c, fmt.Errorf("cancel pending approvals: %w", err)
+	}
+	slices.SortFunc(got, func(x, y row) int { return cmp.Compare(x.rowid, y.rowid) }) // RETURNING has no order
+	for _, x := range got {
+		c.Cancelled = append(c.Cancelled, x.a)
+	}
+	var next, status string
+	var after bool
+	err = t.tx.QueryRowContext(ctx, `SELECT id, status, rowid > (SELECT rowid FROM runs WHERE id = ?1) FROM runs
+		WHERE session_id = ?2 AND id <> ?1 AND status IN `+activeStatuses+` ORDER BY rowid LIMIT 1`, id, c.Run.SessionID).
+		Scan(&next, &status, &after)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return c, fmt.Errorf("find next run of session %s: %w", c.Run.SessionID, err)
+	case after && core.RunStatus(status) == core.RunQueued:
+		c.Next = next // else an older run still holds the session, or the head is not waiting for a worker
+	}
+	return c, nil
 }
 
 func (t runTx) DecideApproval(ctx context.Context, id string, d core.Decision) (sqlstore.Decided, error) {
@@ -861,8 +650,25 @@ func (t runTx) GetApproval(ctx context.Context, id string) (core.Approval, error
 	return getApproval(ctx, t.tx, id)
 }
 
-func (t runTx) AppendEvents(ctx context.Context, runID string, after int64, evs []core.Event, at time.Time) error {
-	_, err := appendTx(ctx, t.tx, runID, after, evs, at)
+func (t runTx) ActiveRuns(ctx context.Context) ([]string, error) {
+	rows, err := t.tx.QueryContext(ctx, `SELECT id FROM runs WHERE status IN ('queued', 'running') ORDER BY rowid`)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, errors.Join(rows.Err(), rows.Close())
+}
+
+func (t runTx) AppendEvents(ctx context.Context, runID string, after int64, evs []core.Event) error {
+	_, err := appendTx(ctx, t.tx, runID, after, evs)
 	return err
 }
 
@@ -874,6 +680,8 @@ func (t runTx) Enqueue(ctx context.Context, jobs ...core.Job) error {
 	}
 	return nil
 }
+
+func (t runTx) Ack(ctx context.Context, j core.Job) error { return ackTx(ctx, t.tx, &j) }
 
 func (t runTx) InsertAudit(ctx context.Context, e core.AuditEntry) error {
 	return insertAuditTx(ctx, t.tx, e, e.At)
@@ -899,43 +707,6 @@ func (db *DB) DueApprovals(ctx context.Context, now time.Time, limit int) ([]cor
 		return nil, fmt.Errorf("due approvals: %w", err)
 	}
 	return out, nil
-}
-
-// RequeueActive implements core.Store.
-func (db *DB) RequeueActive(ctx context.Context) (int, error) {
-	var n int
-	err := db.tx(ctx, func(tx *txn) error {
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM runs WHERE status IN ('queued', 'running') ORDER BY rowid`)
-		if err != nil {
-			return err
-		}
-		var ids []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return err
-		}
-		for _, id := range ids {
-			if err := db.enqueueTx(ctx, tx, core.RunJobFor(id)); err != nil {
-				return err
-			}
-		}
-		n = len(ids)
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("requeue active runs: %w", err)
-	}
-	if n > 0 {
-		db.wake()
-	}
-	return n, nil
 }
 
 // CountRuns implements core.Store; every known status has an entry.

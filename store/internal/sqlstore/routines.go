@@ -355,6 +355,9 @@ func (s Routines) FireRoutine(ctx context.Context, f core.RoutineFire) ([]core.R
 		if nr.Run.RoutineID != f.RoutineID {
 			return nil, fmt.Errorf("fire routine %s: run %s is for routine %q", f.RoutineID, nr.Run.ID, nr.Run.RoutineID)
 		}
+		if nr.Events, err = CheckEvents(nr.Events, nr.Run.CreatedAt); err != nil {
+			return nil, fmt.Errorf("fire routine %s: %w", f.RoutineID, err)
+		}
 		runs[i] = nr
 	}
 	var out []core.Run
