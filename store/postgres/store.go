@@ -254,28 +254,6 @@ func cancelPendingTx(tx *txn, id, by, reason string, at time.Time, out *[]sqlsto
 	}).Wrap("cancel pending approvals")
 }
 
-// pageLimit applies ListOptions' default and cap.
-func pageLimit(n int) int {
-	switch {
-	case n <= 0:
-		return 50
-	case n > 500:
-		return 500
-	}
-	return n
-}
-
-func parseCursor(c string) (int64, error) {
-	if c == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(c, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("cursor %q: %w", c, core.ErrInvalidCursor)
-	}
-	return n, nil
-}
-
 // limitArg maps "0 = all" to LIMIT NULL, which PostgreSQL reads as no limit.
 func limitArg(n int) any {
 	if n <= 0 {
@@ -296,7 +274,7 @@ func (a *params) add(v any) string {
 // order, with a LIMIT of one more than the page size, and builds the page.
 func list[T any](ctx context.Context, db *DB, o core.ListOptions, query string, a params,
 	scan func(s scanner, extra ...any) (T, error)) (core.Page[T], error) {
-	limit := pageLimit(o.Limit)
+	limit := sqlstore.PageLimit(o.Limit)
 	rows, err := db.pool.Query(ctx, query+` LIMIT `+a.add(limit+1), a...)
 	if err != nil {
 		return core.Page[T]{}, err
@@ -385,7 +363,7 @@ func scanRunItem(s scanner, extra ...any) (core.Run, error) {
 
 // ListRuns implements core.Store.
 func (db *DB) ListRuns(ctx context.Context, f core.RunFilter) (core.Page[core.Run], error) {
-	after, err := parseCursor(f.Cursor)
+	after, err := sqlstore.ParseCursor(f.Cursor)
 	if err != nil {
 		return core.Page[core.Run]{}, fmt.Errorf("list runs: %w", err)
 	}
@@ -500,7 +478,7 @@ func (db *DB) GetSession(ctx context.Context, id string) (core.Session, error) {
 
 // ListSessions implements core.Store.
 func (db *DB) ListSessions(ctx context.Context, f core.SessionFilter) (core.Page[core.Session], error) {
-	after, err := parseCursor(f.Cursor)
+	after, err := sqlstore.ParseCursor(f.Cursor)
 	if err != nil {
 		return core.Page[core.Session]{}, fmt.Errorf("list sessions: %w", err)
 	}
@@ -534,7 +512,7 @@ func (db *DB) GetApproval(ctx context.Context, id string) (core.Approval, error)
 
 // ListApprovals implements core.Store.
 func (db *DB) ListApprovals(ctx context.Context, f core.ApprovalFilter) (core.Page[core.Approval], error) {
-	after, err := parseCursor(f.Cursor)
+	after, err := sqlstore.ParseCursor(f.Cursor)
 	if err != nil {
 		return core.Page[core.Approval]{}, fmt.Errorf("list approvals: %w", err)
 	}
@@ -779,41 +757,32 @@ func (db *DB) DueApprovals(ctx context.Context, now time.Time, limit int) ([]cor
 
 // CountRuns implements core.Store; every known status has an entry.
 func (db *DB) CountRuns(ctx context.Context) (map[core.RunStatus]int64, error) {
-	m := map[core.RunStatus]int64{}
-	for _, s := range []core.RunStatus{core.RunQueued, core.RunRunning, core.RunPaused, core.RunCompleted, core.RunFailed, core.RunCancelled} {
-		m[s] = 0
-	}
-	if err := countBy(ctx, db.pool, `SELECT status, COUNT(*) FROM runs GROUP BY status`, func(s string, n int64) {
-		m[core.RunStatus(s)] = n
-	}); err != nil {
+	m, err := countBy(ctx, db.pool, `SELECT status, COUNT(*) FROM runs GROUP BY status`)
+	if err != nil {
 		return nil, fmt.Errorf("count runs: %w", err)
 	}
-	return m, nil
+	return sqlstore.RunCounts(m), nil
 }
 
 // CountApprovals implements core.Store; every known status has an entry.
 func (db *DB) CountApprovals(ctx context.Context) (map[core.ApprovalStatus]int64, error) {
-	m := map[core.ApprovalStatus]int64{}
-	for _, s := range []core.ApprovalStatus{core.ApprovalPending, core.ApprovalApproved, core.ApprovalDenied, core.ApprovalExpired, core.ApprovalCancelled} {
-		m[s] = 0
-	}
-	if err := countBy(ctx, db.pool, `SELECT status, COUNT(*) FROM approvals GROUP BY status`, func(s string, n int64) {
-		m[core.ApprovalStatus(s)] = n
-	}); err != nil {
+	m, err := countBy(ctx, db.pool, `SELECT status, COUNT(*) FROM approvals GROUP BY status`)
+	if err != nil {
 		return nil, fmt.Errorf("count approvals: %w", err)
 	}
-	return m, nil
+	return sqlstore.ApprovalCounts(m), nil
 }
 
-func countBy(ctx context.Context, q *pgxpool.Pool, query string, add func(string, int64)) error {
+func countBy(ctx context.Context, q *pgxpool.Pool, query string) (map[string]int64, error) {
 	rows, _ := q.Query(ctx, query)
+	m := map[string]int64{}
 	var s string
 	var n int64
 	_, err := pgx.ForEachRow(rows, []any{&s, &n}, func() error {
-		add(s, n)
+		m[s] = n
 		return nil
 	})
-	return err
+	return m, err
 }
 
 // ClaimSend implements core.Outbox.

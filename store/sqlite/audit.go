@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/store/internal/sqlstore"
 )
 
 // This file implements core.AuditLog. The audit table is append-only; its
@@ -55,7 +56,7 @@ func (db *DB) AppendAudit(ctx context.Context, e core.AuditEntry) error {
 func (db *DB) ListAudit(ctx context.Context, f core.AuditFilter) (core.Page[core.AuditEntry], error) {
 	before := int64(math.MaxInt64)
 	if f.Cursor != "" {
-		n, err := parseCursor(f.Cursor)
+		n, err := sqlstore.ParseCursor(f.Cursor)
 		if err != nil {
 			return core.Page[core.AuditEntry]{}, fmt.Errorf("list audit: %w", err)
 		}

@@ -230,7 +230,7 @@ func (db *DB) GetRoutine(ctx context.Context, id string) (core.Routine, error) {
 
 // ListRoutines implements core.RoutineStore; the cursor is the last id.
 func (db *DB) ListRoutines(ctx context.Context, f core.RoutineFilter) (core.Page[core.Routine], error) {
-	limit := pageLimit(f.Limit)
+	limit := sqlstore.PageLimit(f.Limit)
 	q := `SELECT ` + routineCols + ` FROM routines WHERE id > ?`
 	args := []any{f.Cursor}
 	if len(f.AgentIDs) > 0 {
@@ -285,7 +285,7 @@ func (db *DB) DueRoutines(ctx context.Context, now time.Time, limit int) ([]core
 
 // RoutineHistory implements core.RoutineStore.
 func (db *DB) RoutineHistory(ctx context.Context, id string, o core.ListOptions) (core.Page[core.RoutineEntry], error) {
-	after, err := parseCursor(o.Cursor)
+	after, err := sqlstore.ParseCursor(o.Cursor)
 	if err != nil {
 		return core.Page[core.RoutineEntry]{}, fmt.Errorf("routine %s history: %w", id, err)
 	}
