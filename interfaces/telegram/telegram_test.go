@@ -88,6 +88,7 @@ type env struct {
 	h        *telegram.Handler
 	routines *fakeRoutines
 	release  chan struct{} // lets the slow agent finish
+	parked   chan struct{} // closed at the end: the parked agent gives up
 }
 
 // gateModel streams "partial answer", then waits for release.
@@ -103,6 +104,20 @@ func (m gateModel) Generate(ctx context.Context, _ core.ModelRequest, delta func
 	return core.ModelResponse{Text: "partial answer, and the rest."}, nil
 }
 
+// parkedModel answers nothing until the test ends: a run of the agent
+// "parked" (the runs pause() pauses) that the engine picks up stays with it
+// until its claim is taken over.
+type parkedModel struct{ done chan struct{} }
+
+func (m parkedModel) Generate(ctx context.Context, _ core.ModelRequest, _ func(string)) (core.ModelResponse, error) {
+	select {
+	case <-ctx.Done():
+		return core.ModelResponse{}, ctx.Err()
+	case <-m.done:
+		return core.ModelResponse{}, errors.New("the test ended")
+	}
+}
+
 // newEnv starts a gateway on SQLite against a fake Bot API; live replies
 // show after liveInterval (0: never in a test's time).
 func newEnv(t *testing.T, groupMode string, liveInterval ...time.Duration) *env {
@@ -113,7 +128,8 @@ func newEnv(t *testing.T, groupMode string, liveInterval ...time.Duration) *env 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	e := &env{db: db, fake: telegramtest.New(token), routines: &fakeRoutines{}, release: make(chan struct{})}
+	e := &env{db: db, fake: telegramtest.New(token), routines: &fakeRoutines{}, release: make(chan struct{}),
+		parked: make(chan struct{})}
 	t.Cleanup(e.fake.Close)
 	e.fake.Join(groupID, telegramtest.User{ID: anaID, FirstName: "Ana", Username: "ana_ops"})
 	e.fake.Join(groupID, telegramtest.User{ID: bobID, FirstName: "Bob", Username: "bob_dev"})
@@ -133,6 +149,7 @@ func newEnv(t *testing.T, groupMode string, liveInterval ...time.Duration) *env 
 			"helper": {ID: "helper", Model: echoModel{"helper"}},
 			"ops":    {ID: "ops", Model: echoModel{"ops"}},
 			"slow":   {ID: "slow", Model: gateModel{e.release}},
+			"parked": {ID: "parked", Model: parkedModel{e.parked}},
 		},
 		OnFinish: e.notifier.OnFinish, Handlers: e.notifier.Handlers(), Progress: e.notifier.Progress})
 	if err != nil {
@@ -157,7 +174,7 @@ func newEnv(t *testing.T, groupMode string, liveInterval ...time.Duration) *env 
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = eng.Start(ctx) })
 	wg.Go(func() { _ = e.h.Start(ctx) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	t.Cleanup(func() { close(e.parked); cancel(); wg.Wait() })
 	return e
 }
 
@@ -301,17 +318,21 @@ func (e *env) pause(t *testing.T, policy core.ApprovalPolicy) core.Approval {
 	t.Helper()
 	ctx := t.Context()
 	now := time.Now().UTC()
+	// The engine may pick the run up first (an API run of the parked agent:
+	// no live message, no answer); the claim below takes it over, as a node
+	// does once a claim ran out.
 	run, err := e.db.CreateRun(ctx, core.NewRun{
-		Session: core.Session{ID: "ops:telegram::-1001234567890:" + core.NewID("s"),
+		Session: core.Session{ID: "parked:telegram::-1001234567890:" + core.NewID("s"),
 			Binding: core.Binding{Platform: chat.PlatformTelegram, Channel: fmt.Sprint(groupID)}},
-		Run: core.Run{ID: core.NewID("run"), AgentID: "ops", UserID: fmt.Sprint(bobID), StartedBy: principal(bobID),
-			Type: core.RunTypeChat, Input: "deploy web"},
+		Run: core.Run{ID: core.NewID("run"), AgentID: "parked", UserID: fmt.Sprint(bobID), StartedBy: principal(bobID),
+			Type: core.RunTypeAPI, Input: "deploy web"},
 		Events: []core.Event{core.NewEvent(core.EventUserMessage, core.UserMessage{Text: "deploy web", UserID: "5550002"})},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.db.ClaimRun(ctx, run.ID, "w", now, now.Add(time.Minute), nil); err != nil {
+	late := now.Add(time.Hour) // past any claim the engine took
+	if _, err := e.db.ClaimRun(ctx, run.ID, "w", late, late.Add(time.Minute), nil); err != nil {
 		t.Fatal(err)
 	}
 	a := core.Approval{ID: core.NewID("apr"), RunID: run.ID, ToolCallID: "call_1", Tool: "deploy",
