@@ -112,6 +112,9 @@ type Engine struct {
 	// ackInFinish: the store is the queue, so a run job is acked in the
 	// transaction that finishes its run (one write instead of two).
 	ackInFinish bool
+	// maxHistory is the most earlier runs any agent puts in its context:
+	// what StartRun reads.
+	maxHistory int
 
 	mu      sync.Mutex
 	running map[string]chan struct{}      // runs advanced by a local worker; closed when done
@@ -150,10 +153,15 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 10 * time.Second
 	}
+	maxHistory := 0
+	for _, a := range cfg.Agents {
+		maxHistory = max(maxHistory, a.historyRuns())
+	}
 	return &Engine{
 		cfg:         cfg,
 		log:         cfg.Logger,
 		ackInFinish: any(cfg.Store) == any(cfg.Queue),
+		maxHistory:  maxHistory,
 		running:     make(map[string]chan struct{}),
 		cancels:     make(map[string]context.CancelFunc),
 	}, nil
@@ -509,38 +517,17 @@ func (e *Engine) advance(ctx context.Context, id string, ack *jobAck) error {
 	defer unlock()
 
 	st := e.cfg.Store
-	run, err := st.GetRun(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return nil // nothing to do for a run that does not exist
-	}
-	if err != nil {
-		return err
-	}
-	if run.Status.Terminal() || run.Status == RunPaused {
-		return nil
-	}
-	head, err := st.SessionHead(ctx, run.SessionID)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return err
-	}
-	if head.ID != run.ID {
-		return nil // an earlier run of the session goes first; finishing it enqueues this one
-	}
-	agent, ok := e.cfg.Agents[run.AgentID]
-	if !ok && run.Type != RunTypeExternal { // an external run's agent lives outside
-		e.finish(ctx, &run, nil, id, "", RunFailed, "", fmt.Sprintf("agent %q is not configured", run.AgentID), Usage{})
-		return nil
-	}
-
 	now := e.cfg.Clock.Now().UTC()
-	var startEvents []Event
-	if run.Status == RunQueued {
-		ev := NewEvent(EventStatus, StatusChange{Status: RunRunning})
-		ev.CreatedAt = now
-		startEvents = []Event{ev}
-	}
-	run, err = st.ClaimRun(ctx, id, e.cfg.NodeID, now, now.Add(e.cfg.ClaimTTL), startEvents)
+	running := NewEvent(EventStatus, StatusChange{Status: RunRunning})
+	running.CreatedAt = now
+	// One call claims the run if it is its session's head and reads its
+	// journal and the history its agent wants (the agent is known from the
+	// job only through the run: ask for the most any agent wants).
+	started, err := st.StartRun(ctx, Start{ID: id, Owner: e.cfg.NodeID, Now: now, Until: now.Add(e.cfg.ClaimTTL),
+		Events: []Event{running}, History: e.maxHistory})
 	switch {
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrNotHead):
+		return nil // no such run, or an earlier run of the session goes first; finishing it enqueues this one
 	case errors.Is(err, ErrClaimed):
 		// Another node drives it — or died holding it. Look again once its
 		// claim must have run out, so a dead holder's run is not left waiting
@@ -556,8 +543,14 @@ func (e *Engine) advance(ctx context.Context, id string, ack *jobAck) error {
 	case err != nil:
 		return err
 	}
-	if len(startEvents) > 0 {
+	run := started.Run
+	if started.Began {
 		e.cfg.Hub.ChangedTo(id, RunRunning)
+	}
+	agent, ok := e.cfg.Agents[run.AgentID]
+	if !ok && run.Type != RunTypeExternal { // an external run's agent lives outside
+		e.finish(ctx, &run, nil, id, "", RunFailed, "", fmt.Sprintf("agent %q is not configured", run.AgentID), Usage{})
+		return nil
 	}
 
 	rctx, cancelCause := context.WithCancelCause(ctx)
@@ -575,7 +568,7 @@ func (e *Engine) advance(ctx context.Context, id string, ack *jobAck) error {
 		return st.ExtendClaim(ctx, id, e.cfg.NodeID, e.cfg.Clock.Now().Add(e.cfg.ClaimTTL))
 	}, cancelCause)
 
-	r := &runner{e: e, agent: agent, run: run, ack: ack}
+	r := &runner{e: e, agent: agent, run: run, ack: ack, journal: started.Journal, history: started.History}
 	if e.cfg.Progress != nil {
 		r.progress = e.cfg.Progress(run)
 	}
@@ -659,6 +652,8 @@ type runner struct {
 	e        *Engine
 	agent    *Agent
 	run      Run
+	journal  []Event // as StartRun read it; folded into state by load
+	history  []Run   // the session's completed runs before this one, oldest first (StartRun)
 	state    journalState
 	progress ProgressSink // nil when nothing shows the run live
 	ack      *jobAck      // the step's job, acked by the finish; nil: acked after
@@ -739,11 +734,9 @@ func (s *journalState) apply(ev Event) error {
 	return err
 }
 
-func (r *runner) load(ctx context.Context) error {
-	evs, err := r.e.cfg.Store.Events(ctx, r.run.ID, 0, 0)
-	if err != nil {
-		return err
-	}
+func (r *runner) load(context.Context) error {
+	evs := r.journal
+	r.journal = nil
 	r.state = journalState{
 		results:   map[string]ToolResult{},
 		started:   map[string]bool{},
@@ -861,9 +854,9 @@ func (r *runner) modelRequest(ctx context.Context) (ModelRequest, error) {
 		req.Tools = append(req.Tools, t.Spec)
 	}
 	if n := r.agent.historyRuns(); n > 0 {
-		hist, err := r.e.cfg.Store.SessionHistory(ctx, r.run.SessionID, r.run.ID, n)
-		if err != nil {
-			return req, err
+		hist := r.history
+		if len(hist) > n {
+			hist = hist[len(hist)-n:] // the last n (another agent wanted more)
 		}
 		for _, h := range hist {
 			req.Messages = append(req.Messages,

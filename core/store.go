@@ -21,6 +21,9 @@ var (
 	ErrRunFinished = errors.New("run already finished")
 	// ErrRunPaused: the run waits for an approval decision.
 	ErrRunPaused = errors.New("run is paused for approval")
+	// ErrNotHead: an earlier run of the session is not finished; it goes
+	// first (finishing it enqueues this one).
+	ErrNotHead = errors.New("an earlier run of the session goes first")
 	// ErrArgsMismatch: a decision was made for other arguments than the
 	// approval carries.
 	ErrArgsMismatch = errors.New("approval arguments do not match")
@@ -190,6 +193,30 @@ type Finish struct {
 	Ack *Job
 }
 
+// Start is the input of StartRun.
+type Start struct {
+	ID, Owner  string
+	Now, Until time.Time
+	// Events are appended when the claim starts a queued run (its status
+	// event).
+	Events []Event
+	// History is how many of the session's completed runs before this one
+	// to return (as SessionHistory); 0: none.
+	History int
+}
+
+// Started is what StartRun returns.
+type Started struct {
+	Run Run
+	// Began: the run was queued and is now running (s.Events appended).
+	Began bool
+	// Journal is the run's whole journal, the appended events included.
+	Journal []Event
+	// History are the session's completed runs before this one, oldest
+	// first.
+	History []Run
+}
+
 // Decision is the input of DecideApproval.
 type Decision struct {
 	Status ApprovalStatus // approved, denied, expired or cancelled
@@ -284,6 +311,12 @@ type Store interface {
 	// given events (a status event) are appended. Errors: ErrNotFound,
 	// ErrRunFinished, ErrRunPaused, ErrClaimed.
 	ClaimRun(ctx context.Context, id, owner string, now, until time.Time, events []Event) (Run, error)
+	// StartRun claims run s.ID for s.Owner as ClaimRun does, only when it
+	// is its session's head (else ErrNotHead), and returns it with what a
+	// step needs: its journal and the session's history. s.Events are
+	// appended only when the claim starts a queued run. One call where the
+	// engine made four (one round trip on PostgreSQL).
+	StartRun(ctx context.Context, s Start) (Started, error)
 	// ExtendClaim moves the claim's expiry; ErrClaimLost when owner lost it.
 	ExtendClaim(ctx context.Context, id, owner string, until time.Time) error
 	// AppendEvents appends events to the journal of a run claimed by owner

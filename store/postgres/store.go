@@ -436,22 +436,25 @@ func (db *DB) SessionHistory(ctx context.Context, sessionID, beforeRunID string,
 	return out, nil
 }
 
+// scanEvent reads seq, type, data and created_at of an event of run runID.
+func scanEvent(row scanner, runID string) (core.Event, error) {
+	e := core.Event{RunID: runID}
+	var typ string
+	var data []byte
+	if err := row.Scan(&e.Seq, &typ, &data, &e.CreatedAt); err != nil {
+		return core.Event{}, err
+	}
+	e.Type = core.EventType(typ)
+	e.Data = data
+	e.CreatedAt = utc(e.CreatedAt)
+	return e, nil
+}
+
 // Events implements core.Store. ErrNotFound when the run does not exist.
 func (db *DB) Events(ctx context.Context, runID string, afterSeq int64, limit int) ([]core.Event, error) {
 	rows, _ := db.pool.Query(ctx, `SELECT seq, type, data, created_at FROM run_events
 		WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, runID, afterSeq, limitArg(limit))
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Event, error) {
-		e := core.Event{RunID: runID}
-		var typ string
-		var data []byte
-		if err := row.Scan(&e.Seq, &typ, &data, &e.CreatedAt); err != nil {
-			return core.Event{}, err
-		}
-		e.Type = core.EventType(typ)
-		e.Data = data
-		e.CreatedAt = utc(e.CreatedAt)
-		return e, nil
-	})
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Event, error) { return scanEvent(row, runID) })
 	if err != nil {
 		return nil, fmt.Errorf("events of run %s: %w", runID, err)
 	}
@@ -570,6 +573,66 @@ func (d runDriver) ClaimRun(ctx context.Context, c sqlstore.Claim) (core.Run, bo
 		return core.Run{}, false, nil
 	}
 	return r.Run, err == nil, err
+}
+
+// StartRun is one round trip: a batch of the claim (one statement: the
+// row lock, the compare-and-set with the head check, and the start events
+// when the run was queued), the journal and the history, read after it.
+func (d runDriver) StartRun(ctx context.Context, s core.Start) (core.Started, bool, error) {
+	j := newJournal(s.Events)
+	var (
+		out     core.Started
+		claimed bool
+	)
+	b := &pgx.Batch{}
+	b.Queue(`WITH prev AS (SELECT id AS prev_id, status AS prev_status FROM runs WHERE id = $7 FOR UPDATE),
+		run AS (
+			UPDATE runs SET claimed_by = $4, claim_until = $5, status = 'running', started_at = COALESCE(started_at, $6),
+				last_seq = last_seq + CASE WHEN prev_status = 'queued' THEN cardinality($1::text[]) ELSE 0 END
+			FROM prev
+			WHERE id = prev_id AND prev_status IN ('queued', 'running') AND (claimed_by = '' OR claimed_by = $4 OR claim_until <= $6)
+				AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.session_id = runs.session_id AND o.pk < runs.pk
+					AND o.status IN `+activeStatuses+`)
+			RETURNING `+runCols+`, prev_status = 'queued' AS began),
+		journal AS (INSERT INTO run_events (run_id, seq, type, data, created_at)
+			SELECT run.id, run.last_seq - cardinality($1::text[]) + e.n, e.type, e.data::json, e.created_at
+			FROM run, unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS e (type, data, created_at, n)
+			WHERE run.began)
+		SELECT began, `+runCols+` FROM run`, j.args(s.Owner, s.Until, s.Now, s.ID)...).QueryRow(func(row pgx.Row) error {
+		r, err := scanRun(row, &out.Began)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		out.Run, claimed = r.Run, err == nil
+		return err
+	})
+	b.Queue(`SELECT seq, type, data, created_at FROM run_events WHERE run_id = $1 ORDER BY seq`, s.ID).
+		Query(func(rows pgx.Rows) (err error) {
+			out.Journal, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Event, error) { return scanEvent(row, s.ID) })
+			return err
+		})
+	if s.History > 0 {
+		b.Queue(`SELECT `+runCols+` FROM (
+			SELECT * FROM runs WHERE session_id = (SELECT session_id FROM runs WHERE id = $1) AND status = 'completed'
+				AND pk < (SELECT pk FROM runs WHERE id = $1)
+			ORDER BY pk DESC LIMIT $2) h ORDER BY pk`, s.ID, s.History).Query(func(rows pgx.Rows) (err error) {
+			out.History, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Run, error) { return scanRunItem(row) })
+			return err
+		})
+	}
+	if err := d.db.pool.SendBatch(ctx, b).Close(); err != nil || !claimed {
+		return core.Started{}, false, err
+	}
+	return out, true, nil
+}
+
+func (d runDriver) SessionHead(ctx context.Context, sessionID string) (runRow, error) {
+	r, err := scanRun(d.db.pool.QueryRow(ctx, `SELECT `+runCols+` FROM runs
+		WHERE session_id = $1 AND status IN `+activeStatuses+` ORDER BY pk LIMIT 1`, sessionID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = core.ErrNotFound
+	}
+	return r, err
 }
 
 func (d runDriver) ExtendClaim(ctx context.Context, id, owner string, until time.Time) (bool, error) {

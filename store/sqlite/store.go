@@ -474,6 +474,66 @@ func (d runDriver) ClaimRun(ctx context.Context, c sqlstore.Claim) (core.Run, bo
 	return out, claimed, err
 }
 
+// StartRun claims in one write transaction (the head check, the
+// compare-and-set and the start events), then reads the journal and the
+// history from a reader.
+func (d runDriver) StartRun(ctx context.Context, s core.Start) (core.Started, bool, error) {
+	var out core.Started
+	claimed := false
+	err := d.db.tx(ctx, func(tx *txn) error {
+		was, err := getRun(ctx, tx, s.ID) // one writer: the status stays as read
+		if errors.Is(err, core.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		r, err := scanRun(tx.QueryRowContext(ctx, `UPDATE runs SET claimed_by = ?1, claim_until = ?2, status = 'running',
+			started_at = COALESCE(started_at, ?3)
+			WHERE id = ?4 AND status IN ('queued', 'running') AND (claimed_by = '' OR claimed_by = ?1 OR claim_until <= ?3)
+				AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.session_id = runs.session_id AND o.rowid < runs.rowid
+					AND o.status IN `+activeStatuses+`)
+			RETURNING `+runCols, s.Owner, s.Until.UnixNano(), s.Now.UnixNano(), s.ID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		claimed, out.Began = true, was.Status == core.RunQueued
+		if out.Began {
+			evs, err := appendTx(ctx, tx, s.ID, r.LastSeq, s.Events)
+			r.LastSeq += int64(len(evs))
+			if err != nil {
+				return err
+			}
+		}
+		out.Run = r.Run
+		return nil
+	})
+	if err != nil || !claimed {
+		return core.Started{}, false, err
+	}
+	if out.Journal, err = d.db.Events(ctx, s.ID, 0, 0); err != nil {
+		return core.Started{}, false, err
+	}
+	if s.History > 0 {
+		if out.History, err = d.db.SessionHistory(ctx, out.Run.SessionID, s.ID, s.History); err != nil {
+			return core.Started{}, false, err
+		}
+	}
+	return out, true, nil
+}
+
+func (d runDriver) SessionHead(ctx context.Context, sessionID string) (runRow, error) {
+	r, err := scanRun(d.db.r.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs
+		WHERE session_id = ? AND status IN `+activeStatuses+` ORDER BY rowid LIMIT 1`, sessionID))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = core.ErrNotFound
+	}
+	return r, err
+}
+
 func (d runDriver) ExtendClaim(ctx context.Context, id, owner string, until time.Time) (bool, error) {
 	var ok bool
 	err := d.db.tx(ctx, func(tx *txn) (err error) {

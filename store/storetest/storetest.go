@@ -42,6 +42,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Harness) {
 		{"SessionHead", testSessionHead},
 		{"SessionHistory", testSessionHistory},
 		{"ClaimRun", testClaimRun},
+		{"StartRun", testStartRun},
 		{"AppendEvents", testAppendEvents},
 		{"PauseRun", testPauseRun},
 		{"FinishRun", testFinishRun},
@@ -1272,6 +1273,64 @@ func testApprovalsOfAConversation(t *testing.T, h Harness) {
 				t.Errorf("approvals of %+v = %v, want %v", tc.b, got, tc.want)
 			}
 		})
+	}
+}
+
+// testStartRun: the engine's one call to start a step claims the session's
+// head only, appends the status event once (when the run starts), and
+// returns the journal and the session's history with the claim.
+func testStartRun(t *testing.T, h Harness) {
+	ctx := t.Context()
+	sid := core.NewID("ses")
+	first := create(t, h, newRun(sid, agentA, "u1", "first", at(0)))
+	second := create(t, h, newRun(sid, agentA, "u1", "second", at(time.Second)))
+	start := func(id, owner string, now time.Time, history int) (core.Started, error) {
+		return h.Store.StartRun(ctx, core.Start{ID: id, Owner: owner, Now: now, Until: now.Add(lease),
+			Events: []core.Event{statusEvent(core.RunRunning)}, History: history})
+	}
+	if _, err := start(second.ID, "w1", at(time.Minute), 5); !errors.Is(err, core.ErrNotHead) {
+		t.Fatalf("StartRun of the second run while the first is queued: %v, want ErrNotHead", err)
+	}
+	if r, _ := h.Store.GetRun(ctx, second.ID); r.Status != core.RunQueued || r.LastSeq != 1 {
+		t.Fatalf("the second run after a refused start: %s, last seq %d; want queued, 1", r.Status, r.LastSeq)
+	}
+	got, err := start(first.ID, "w1", at(time.Minute), 5)
+	if err != nil {
+		t.Fatalf("StartRun of the head: %v", err)
+	}
+	if !got.Began || got.Run.Status != core.RunRunning || got.Run.LastSeq != 2 || len(got.Journal) != 2 ||
+		got.Journal[0].Type != core.EventUserMessage || got.Journal[1].Type != core.EventStatus || got.Journal[1].Seq != 2 ||
+		len(got.History) != 0 {
+		t.Fatalf("started = began %t, %s, last seq %d, journal %+v, history %d; want began, running, 2, message + status, none",
+			got.Began, got.Run.Status, got.Run.LastSeq, got.Journal, len(got.History))
+	}
+	// The same owner again (a retried job): no second status event.
+	again, err := start(first.ID, "w1", at(2*time.Minute), 5)
+	if err != nil || again.Began || again.Run.LastSeq != 2 || len(again.Journal) != 2 {
+		t.Fatalf("restart by its owner = began %t, last seq %d, %d events, %v; want not began, 2, 2", again.Began,
+			again.Run.LastSeq, len(again.Journal), err)
+	}
+	if _, err := start(first.ID, "w2", at(2*time.Minute), 0); !errors.Is(err, core.ErrClaimed) {
+		t.Fatalf("StartRun by another node while claimed: %v, want ErrClaimed", err)
+	}
+	finish(t, h, first.ID, "w1", core.RunCompleted, at(3*time.Minute))
+	if _, err := start(first.ID, "w1", at(4*time.Minute), 0); !errors.Is(err, core.ErrRunFinished) {
+		t.Fatalf("StartRun of a finished run: %v, want ErrRunFinished", err)
+	}
+	next, err := start(second.ID, "w2", at(4*time.Minute), 5)
+	if err != nil || !next.Began || len(next.History) != 1 || next.History[0].ID != first.ID || next.History[0].Output != "output of "+first.ID {
+		t.Fatalf("StartRun of the next run = %+v, %v; want it started with the first run as history", next, err)
+	}
+	if none, err := start(second.ID, "w2", at(4*time.Minute), 0); err != nil || none.History != nil {
+		t.Fatalf("StartRun without history = %d runs, %v; want none", len(none.History), err)
+	}
+	if _, err := start("run_nope", "w1", at(time.Minute), 0); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("StartRun of an unknown run: %v, want ErrNotFound", err)
+	}
+	paused := createIn(t, h, at(0))
+	pauseFor(t, h, paused.ID, newApproval("call_1", at(time.Hour)))
+	if _, err := start(paused.ID, "w1", at(time.Minute), 0); !errors.Is(err, core.ErrRunPaused) {
+		t.Fatalf("StartRun of a paused run: %v, want ErrRunPaused", err)
 	}
 }
 

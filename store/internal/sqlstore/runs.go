@@ -26,6 +26,9 @@ type Claim struct {
 	Events     []core.Event // checked (CheckEvents)
 }
 
+// Start is the input of RunDriver.StartRun: core.Start with checked events.
+type Start = core.Start
+
 // Cancelled is a pending approval that closing its run cancelled.
 type Cancelled struct{ ID, ToolCallID string }
 
@@ -124,6 +127,15 @@ type RunDriver interface {
 	// holds its claim and it is running, and returns them as stored; false
 	// otherwise.
 	AppendClaimed(ctx context.Context, id, owner string, evs []core.Event) ([]core.Event, bool, error)
+	// StartRun claims run s.ID as ClaimRun does if, besides, no earlier run
+	// of its session is active; s.Events (checked) are appended only when
+	// the run was queued. With the claim it reads the run's journal and,
+	// when s.History > 0, the session's last s.History completed runs
+	// before it (oldest first). False when the run was not claimed.
+	StartRun(ctx context.Context, s Start) (core.Started, bool, error)
+	// SessionHead reads the oldest active run of a session;
+	// core.ErrNotFound when there is none.
+	SessionHead(ctx context.Context, sessionID string) (RunRow, error)
 }
 
 // Runs implements the run and approval transitions of core.Store over a
@@ -238,6 +250,45 @@ func (s Runs) notClaimed(ctx context.Context, id string) error {
 	default:
 		return core.ErrClaimed
 	}
+}
+
+// StartRun implements core.Store.
+func (s Runs) StartRun(ctx context.Context, st core.Start) (core.Started, error) {
+	if st.Owner == "" {
+		return core.Started{}, fmt.Errorf("start run %s: owner is required", st.ID)
+	}
+	evs, err := CheckEvents(st.Events, st.Now)
+	if err != nil {
+		return core.Started{}, fmt.Errorf("start run %s: %w", st.ID, err)
+	}
+	st.Events = evs
+	out, ok, err := s.D.StartRun(ctx, st)
+	if err == nil && !ok {
+		err = s.notStarted(ctx, st.ID)
+	}
+	if err != nil {
+		return core.Started{}, fmt.Errorf("start run %s: %w", st.ID, err)
+	}
+	return out, nil
+}
+
+// notStarted tells why run id could not be started: as notClaimed, or
+// ErrNotHead when an earlier run of its session is active.
+func (s Runs) notStarted(ctx context.Context, id string) error {
+	r, err := s.D.GetRun(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !r.Status.Terminal() && r.Status != core.RunPaused {
+		head, err := s.D.SessionHead(ctx, r.SessionID)
+		if err != nil && !errors.Is(err, core.ErrNotFound) {
+			return err
+		}
+		if err == nil && head.ID != id {
+			return core.ErrNotHead
+		}
+	}
+	return s.notClaimed(ctx, id)
 }
 
 // ExtendClaim implements core.Store.
