@@ -115,6 +115,10 @@ type Engine struct {
 	// maxHistory is the most earlier runs any agent puts in its context:
 	// what StartRun reads.
 	maxHistory int
+	// outbox is the store's own queue when the engine consumes another
+	// one (Redis): runs created here have their job sent straight to the
+	// queue, with the outbox as the fallback. Nil otherwise.
+	outbox Queue
 
 	mu      sync.Mutex
 	running map[string]chan struct{}      // runs advanced by a local worker; closed when done
@@ -157,11 +161,16 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	for _, a := range cfg.Agents {
 		maxHistory = max(maxHistory, a.historyRuns())
 	}
+	outbox, _ := cfg.Store.(Queue)
+	if any(cfg.Store) == any(cfg.Queue) || cfg.JanitorInterval <= 0 {
+		outbox = nil // the store is the queue, or no janitor would find a lost job
+	}
 	return &Engine{
 		cfg:         cfg,
 		log:         cfg.Logger,
 		ackInFinish: any(cfg.Store) == any(cfg.Queue),
 		maxHistory:  maxHistory,
+		outbox:      outbox,
 		running:     make(map[string]chan struct{}),
 		cancels:     make(map[string]context.CancelFunc),
 	}, nil
@@ -259,11 +268,33 @@ func (e *Engine) submit(ctx context.Context, req SubmitRequest, more ...Event) (
 		Events:    evs,
 		Platform:  platform,
 		DedupeKey: req.DedupeKey,
+		NoJob:     e.outbox != nil,
 	})
 	if err != nil {
 		return Run{}, fmt.Errorf("submit: %w", err)
 	}
+	if e.outbox != nil {
+		e.enqueueRun(ctx, created.ID)
+	}
 	return created, nil
+}
+
+// enqueueRun sends run id's job straight to the external queue, after the
+// commit that created the run: the relay would take it from the store's
+// outbox two round trips and a wake-up later. When the queue refuses it,
+// the job goes to the outbox, which the relay forwards once the queue is
+// back; should that fail too (or the process die first), RequeueActive
+// finds the run (at start and every JanitorInterval).
+func (e *Engine) enqueueRun(ctx context.Context, id string) {
+	ctx = context.WithoutCancel(ctx)
+	err := e.cfg.Queue.Enqueue(ctx, RunJobFor(id))
+	if err == nil || errors.Is(err, ErrJobExists) {
+		return
+	}
+	e.log.Warn("run job not queued; it goes through the outbox", "run", id, "err", err)
+	if err := e.outbox.Enqueue(ctx, RunJobFor(id)); err != nil {
+		e.log.Error("run job not in the outbox either; the janitor will requeue the run", "run", id, "err", err)
+	}
 }
 
 func title(input string) string {

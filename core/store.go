@@ -129,6 +129,12 @@ type NewRun struct {
 	// *DuplicateError.
 	Platform  string
 	DedupeKey string
+	// NoJob: the caller enqueues the run's job itself, after the commit
+	// (straight to an external queue, without the store's outbox); the
+	// store enqueues none. A run whose job is lost this way is found by
+	// RequeueActive, which the engine calls at start and, with an external
+	// queue, every JanitorInterval.
+	NoJob bool
 }
 
 // Normalize checks nr and fills its defaults (ids copied between run and

@@ -204,7 +204,7 @@ func (s Runs) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 	}
 	var out []core.Run
 	err = s.D.RunTx(ctx, func(tx RunTx) error {
-		if out, err = tx.CreateRuns(ctx, []core.NewRun{nr}); err != nil {
+		if out, err = tx.CreateRuns(ctx, []core.NewRun{nr}); err != nil || nr.NoJob {
 			return err
 		}
 		return tx.Enqueue(ctx, core.RunJobFor(nr.Run.ID))
