@@ -663,7 +663,7 @@ func (e *Engine) finish(ctx context.Context, known *Run, ack *jobAck, id, owner 
 	if ack != nil {
 		f.Ack = &ack.job
 	}
-	_, err := e.cfg.Store.FinishRun(ctx, id, owner, f)
+	fin, err := e.cfg.Store.FinishRun(ctx, id, owner, f)
 	if err == nil && ack != nil {
 		ack.acked = true
 	}
@@ -674,7 +674,7 @@ func (e *Engine) finish(ctx context.Context, known *Run, ack *jobAck, id, owner 
 		return err
 	}
 	e.cfg.Observer.RunFinished(status)
-	e.cfg.Hub.ChangedTo(id, status)
+	e.cfg.Hub.Settled(fin)
 	return nil
 }
 
@@ -1027,9 +1027,10 @@ func (r *runner) requestApproval(ctx context.Context, call ToolCall, tool *Agent
 	paused := NewEvent(EventStatus, StatusChange{Status: RunPaused})
 	req.CreatedAt, paused.CreatedAt = now, now
 	r.endProgress(ProgressPaused)
-	if _, err := r.e.cfg.Store.PauseRun(ctx, r.run.ID, r.e.cfg.NodeID, a, []Event{req, paused}); err != nil {
+	run, err := r.e.cfg.Store.PauseRun(ctx, r.run.ID, r.e.cfg.NodeID, a, []Event{req, paused})
+	if err != nil {
 		return err
 	}
-	r.e.cfg.Hub.ChangedTo(r.run.ID, RunPaused)
+	r.e.cfg.Hub.Settled(run)
 	return nil
 }

@@ -15,6 +15,9 @@ type Update struct {
 	// it (the engine does), "" when it does not (another process's signal):
 	// a waiter may skip reading a run that is still running.
 	Status RunStatus
+	// Run, when set, is the run as the change left it (the engine's finish
+	// and pause): a waiter need not read it back. Read only.
+	Run *Run
 }
 
 // Hub fans out run updates to in-process subscribers (SSE streams, waiting
@@ -84,6 +87,15 @@ func (h *Hub) ChangedTo(id string, status RunStatus) {
 	h.Publish(Update{RunID: id, Changed: true, Status: status})
 	if h.Broadcast != nil {
 		h.Broadcast(id)
+	}
+}
+
+// Settled is ChangedTo by a publisher that holds the run as its change
+// left it (finished or paused).
+func (h *Hub) Settled(run Run) {
+	h.Publish(Update{RunID: run.ID, Changed: true, Status: run.Status, Run: &run})
+	if h.Broadcast != nil {
+		h.Broadcast(run.ID)
 	}
 }
 

@@ -345,10 +345,14 @@ func (s *server) waitRun(ctx context.Context, run core.Run, updates <-chan core.
 		if settled(run.Status) {
 			return run, nil
 		}
-		if err := waitChange(ctx, updates, tick.C); err != nil {
+		held, err := waitChange(ctx, updates, tick.C)
+		if err != nil {
 			return run, err
 		}
-		var err error
+		if held != nil {
+			run = *held // the engine's finish or pause: no need to read it back
+			continue
+		}
 		if run, err = s.cfg.Store.GetRun(context.WithoutCancel(ctx), run.ID); err != nil {
 			return run, err
 		}
@@ -357,18 +361,22 @@ func (s *server) waitRun(ctx context.Context, run core.Run, updates <-chan core.
 
 // waitChange returns when the run changed in a way that may have settled
 // it (streamed text, and a change to a status that is not settled, do not
-// count), at the next poll tick, or with ctx's error.
-func waitChange(ctx context.Context, updates <-chan core.Update, tick <-chan time.Time) error {
+// count), at the next poll tick, or with ctx's error. It returns the run
+// when the update carries it settled.
+func waitChange(ctx context.Context, updates <-chan core.Update, tick <-chan time.Time) (*core.Run, error) {
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case u := <-updates:
+			if u.Changed && u.Run != nil && settled(u.Run.Status) {
+				return u.Run, nil
+			}
 			if u.Changed && (u.Status == "" || settled(u.Status)) {
-				return nil
+				return nil, nil
 			}
 		case <-tick:
-			return nil
+			return nil, nil
 		}
 	}
 }

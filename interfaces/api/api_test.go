@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -381,3 +382,36 @@ func demoAgents() map[string]*core.Agent {
 		}},
 	}}
 }
+
+// getRunCounter counts the API's reads of runs.
+type getRunCounter struct {
+	core.Store
+	n atomic.Int64
+}
+
+func (c *getRunCounter) GetRun(ctx context.Context, id string) (core.Run, error) {
+	c.n.Add(1)
+	return c.Store.GetRun(ctx, id)
+}
+
+// ?wait=true answers with the run the engine finished or paused, as the
+// engine's update carries it: no read back from the store.
+func TestWaitAnswersWithoutReadingTheRunBack(t *testing.T) {
+	var reads *getRunCounter
+	e := newEnvWith(t, func(c *api.Config) {
+		reads = &getRunCounter{Store: c.Store}
+		c.Store, c.PollInterval = reads, time.Hour // no poll: only the engine's updates wake the wait
+	})
+	for _, input := range []string{"hello there", "deploy web to staging"} {
+		var run runResp
+		if code := e.call("POST", "/api/v1/agents/demo/runs?wait=true", `{"input":"`+input+`"}`, &run); code != 200 ||
+			!settledStatus(run.Status) || run.LastSeq == 0 {
+			t.Fatalf("%q: %d %+v", input, code, run)
+		}
+	}
+	if n := reads.n.Load(); n != 0 {
+		t.Errorf("the API read runs %d times to answer two waits, want 0", n)
+	}
+}
+
+func settledStatus(s core.RunStatus) bool { return s == core.RunCompleted || s == core.RunPaused }
