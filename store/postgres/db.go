@@ -554,18 +554,8 @@ func (db *DB) enqueueTx(tx *txn, jobs ...core.Job) {
 		what = fmt.Sprintf("enqueue %s job", jobs[0].Kind)
 	}
 	for _, j := range jobs {
-		runAt := j.RunAt
-		if runAt.IsZero() {
-			runAt = now
-		}
-		id := j.ID
-		if id == "" {
-			id = core.NewID("job")
-		}
-		payload := []byte(j.Payload)
-		if payload == nil {
-			payload = []byte("null")
-		}
+		j = sqlstore.NewJob(j, now)
+		id, payload, runAt := j.ID, []byte(j.Payload), j.RunAt
 		if j.Key == "" {
 			tx.Later(`INSERT INTO jobs (id, kind, key, payload, max_attempts, visible_at, created_at)
 				VALUES ($1, $2, '', $3, $4, $5, $6)`, id, j.Kind, payload, j.MaxAttempts, runAt, now).Wrap(what)

@@ -261,10 +261,8 @@ func (db *DB) wakeCh() <-chan struct{} {
 // after the commit.
 func (db *DB) enqueueTx(ctx context.Context, tx *txn, j core.Job) error {
 	now := db.opts.Clock.Now()
+	j = sqlstore.NewJob(j, now)
 	runAt := j.RunAt
-	if runAt.IsZero() {
-		runAt = now
-	}
 	if j.Key != "" {
 		// A waiting job with this key already exists: move it earlier if needed.
 		res, err := tx.ExecContext(ctx, `UPDATE jobs SET visible_at = MIN(visible_at, ?)
@@ -276,16 +274,8 @@ func (db *DB) enqueueTx(ctx context.Context, tx *txn, j core.Job) error {
 			return nil
 		}
 	}
-	id := j.ID
-	if id == "" {
-		id = core.NewID("job")
-	}
-	payload := []byte(j.Payload)
-	if payload == nil {
-		payload = []byte("null")
-	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO jobs(id, kind, key, payload, attempt, max_attempts, visible_at, created_at)
-		VALUES (?, ?, ?, ?, 0, ?, ?, ?)`, id, j.Kind, j.Key, payload, j.MaxAttempts, runAt.UnixNano(), now.UnixNano())
+		VALUES (?, ?, ?, ?, 0, ?, ?, ?)`, j.ID, j.Kind, j.Key, []byte(j.Payload), j.MaxAttempts, runAt.UnixNano(), now.UnixNano())
 	if err != nil {
 		return fmt.Errorf("enqueue %s: %w", j.Kind, err)
 	}

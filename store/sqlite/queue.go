@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/store/internal/sqlstore"
 )
 
 // The embedded queue lives in the jobs table. A waiting job has consumer ''
@@ -39,12 +40,7 @@ func (db *DB) scanJob(row interface{ Scan(...any) error }) (core.Job, error) {
 }
 
 // maxAttempts is the effective delivery limit of a job whose stored limit is n.
-func (db *DB) maxAttempts(n int) int {
-	if n <= 0 {
-		return db.opts.MaxAttempts
-	}
-	return n
-}
+func (db *DB) maxAttempts(n int) int { return sqlstore.MaxAttempts(n, db.opts.MaxAttempts) }
 
 // Enqueue adds a job; see core.Queue. A non-empty j.ID is kept (it must be
 // unique); otherwise one is generated.
@@ -71,11 +67,8 @@ func (db *DB) Dequeue(ctx context.Context, consumer string, lease time.Duration)
 // MaxAttempts is its effective limit (the queue default when it was
 // enqueued with 0), and RunAt is when it became due.
 func (db *DB) TryDequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, bool, error) {
-	if consumer == "" {
-		return core.Job{}, false, errors.New("dequeue: consumer must not be empty")
-	}
-	if lease <= 0 {
-		return core.Job{}, false, fmt.Errorf("dequeue: lease must be positive, got %s", lease)
+	if err := sqlstore.CheckDequeue(consumer, lease); err != nil {
+		return core.Job{}, false, err
 	}
 	var (
 		j  core.Job
@@ -205,15 +198,11 @@ func (db *DB) Fail(ctx context.Context, j core.Job, reason string, retryAfter ti
 			return err
 		}
 		now := db.opts.Clock.Now()
-		if attempt >= db.maxAttempts(maxAttempts) {
-			dead = true
+		var delay time.Duration
+		if dead, delay = sqlstore.Retry(attempt, db.maxAttempts(maxAttempts), retryAfter, db.opts.Backoff); dead {
 			_, err = tx.ExecContext(ctx, `UPDATE jobs SET dead_at = ?, last_error = ?, consumer = '', lease = ''
 				WHERE id = ?`, now.UnixNano(), reason, j.ID)
 			return err
-		}
-		delay := retryAfter
-		if delay <= 0 {
-			delay = db.opts.Backoff(attempt)
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE jobs SET last_error = ?, consumer = '', lease = '', visible_at = ?
 			WHERE id = ?`, reason, now.Add(delay).UnixNano(), j.ID)

@@ -20,15 +20,10 @@ import (
 // cursor is the rowid of the last item of the previous page.
 
 const (
-	runCols = `id, session_id, agent_id, user_id, run_type, status, parent_run_id, routine_id, started_by,
-		input, output, error, input_tokens, output_tokens, last_seq, created_at, started_at, finished_at,
-		claimed_by, claim_until`
-	sessionCols  = `id, agent_id, user_id, platform, workspace, channel, thread, title, created_at, updated_at`
-	approvalCols = `id, run_id, session_id, tool_call_id, tool, arguments, args_sha256, policy, requested_by,
-		status, decided_by, decided_by_name, decided_via, reason, created_at, expires_at, decided_at`
-
-	// activeStatuses are the SQL list of statuses of a run that is not terminal.
-	activeStatuses = `('queued', 'running', 'paused')`
+	runCols        = sqlstore.RunCols
+	sessionCols    = sqlstore.SessionCols
+	approvalCols   = sqlstore.ApprovalCols
+	activeStatuses = sqlstore.ActiveStatuses
 )
 
 // querier is what *sql.DB and *txn have in common for reads.

@@ -12,6 +12,19 @@ import (
 	"github.com/agentgate/agentgate/core"
 )
 
+// The columns of runs, sessions and approvals, the same on every database.
+const (
+	RunCols = `id, session_id, agent_id, user_id, run_type, status, parent_run_id, routine_id, started_by,
+		input, output, error, input_tokens, output_tokens, last_seq, created_at, started_at, finished_at,
+		claimed_by, claim_until`
+	SessionCols  = `id, agent_id, user_id, platform, workspace, channel, thread, title, created_at, updated_at`
+	ApprovalCols = `id, run_id, session_id, tool_call_id, tool, arguments, args_sha256, policy, requested_by,
+		status, decided_by, decided_by_name, decided_via, reason, created_at, expires_at, decided_at`
+	// ActiveStatuses are the SQL list of statuses of a run that is not
+	// terminal.
+	ActiveStatuses = `('queued', 'running', 'paused')`
+)
+
 // RunRow is a run with its claim, which core.Run does not carry.
 type RunRow struct {
 	core.Run
