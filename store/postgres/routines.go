@@ -233,10 +233,7 @@ func (db *DB) ListRoutines(ctx context.Context, f core.RoutineFilter) (core.Page
 	limit := sqlstore.PageLimit(f.Limit)
 	var a params
 	q := `SELECT ` + routineCols + ` FROM routines WHERE id > ` + a.add(f.Cursor)
-	if len(f.AgentIDs) > 0 {
-		q += ` AND agent_id = ANY(` + a.add(f.AgentIDs) + `)`
-	}
-	q += ` ORDER BY id LIMIT ` + a.add(limit+1)
+	q += sqlstore.RoutinesWhere(f, &a) + ` ORDER BY id LIMIT ` + a.add(limit+1)
 	rows, _ := db.pool.Query(ctx, q, a...)
 	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Routine, error) { return scanRoutine(row) })
 	if err != nil {

@@ -265,6 +265,48 @@ func (a *params) add(v any) string {
 	return "$" + strconv.Itoa(len(*a))
 }
 
+// Add implements sqlstore.Args.
+func (a *params) Add(v any) string { return a.add(v) }
+
+// In implements sqlstore.Args.
+func (a *params) In(col string, vs []string) string { return col + ` = ANY(` + a.add(vs) + `)` }
+
+// ListRuns implements core.Store.
+func (db *DB) ListRuns(ctx context.Context, f core.RunFilter) (core.Page[core.Run], error) {
+	return listWhere(ctx, db, "list runs", `SELECT pk, `+runCols+` FROM runs`, f.ListOptions,
+		func(a *params) string { return sqlstore.RunsWhere(f, a) }, scanRunItem)
+}
+
+// ListSessions implements core.Store.
+func (db *DB) ListSessions(ctx context.Context, f core.SessionFilter) (core.Page[core.Session], error) {
+	return listWhere(ctx, db, "list sessions", `SELECT pk, `+sessionCols+` FROM sessions`, f.ListOptions,
+		func(a *params) string { return sqlstore.SessionsWhere(f, a) }, scanSession)
+}
+
+// ListApprovals implements core.Store.
+func (db *DB) ListApprovals(ctx context.Context, f core.ApprovalFilter) (core.Page[core.Approval], error) {
+	return listWhere(ctx, db, "list approvals", `SELECT pk, `+approvalCols+` FROM approvals`, f.ListOptions,
+		func(a *params) string { return sqlstore.ApprovalsWhere(f, a) }, scanApproval)
+}
+
+// listWhere pages through the rows of selectFrom (which selects pk, then
+// the item's columns) after o's cursor that match where's conditions.
+func listWhere[T any](ctx context.Context, db *DB, what, selectFrom string, o core.ListOptions, where func(*params) string,
+	scan func(s scanner, extra ...any) (T, error)) (core.Page[T], error) {
+	after, err := sqlstore.ParseCursor(o.Cursor)
+	if err != nil {
+		return core.Page[T]{}, fmt.Errorf("%s: %w", what, err)
+	}
+	var a params
+	q := selectFrom + ` WHERE pk > ` + a.add(after)
+	q += where(&a) + ` ORDER BY pk`
+	p, err := list(ctx, db, o, q, a, scan)
+	if err != nil {
+		return core.Page[T]{}, fmt.Errorf("%s: %w", what, err)
+	}
+	return p, nil
+}
+
 // list runs query, which selects pk followed by the item's columns in pk
 // order, with a LIMIT of one more than the page size, and builds the page.
 func list[T any](ctx context.Context, db *DB, o core.ListOptions, query string, a params,
@@ -354,32 +396,6 @@ func (db *DB) GetRun(ctx context.Context, id string) (core.Run, error) {
 func scanRunItem(s scanner, extra ...any) (core.Run, error) {
 	r, err := scanRun(s, extra...)
 	return r.Run, err
-}
-
-// ListRuns implements core.Store.
-func (db *DB) ListRuns(ctx context.Context, f core.RunFilter) (core.Page[core.Run], error) {
-	after, err := sqlstore.ParseCursor(f.Cursor)
-	if err != nil {
-		return core.Page[core.Run]{}, fmt.Errorf("list runs: %w", err)
-	}
-	var a params
-	q := `SELECT pk, ` + runCols + ` FROM runs WHERE pk > ` + a.add(after)
-	if f.SessionID != "" {
-		q += ` AND session_id = ` + a.add(f.SessionID)
-	}
-	if len(f.Statuses) > 0 {
-		statuses := make([]string, len(f.Statuses))
-		for i, s := range f.Statuses {
-			statuses[i] = string(s)
-		}
-		q += ` AND status = ANY(` + a.add(statuses) + `)`
-	}
-	q += ` ORDER BY pk`
-	p, err := list(ctx, db, f.ListOptions, q, a, scanRunItem)
-	if err != nil {
-		return core.Page[core.Run]{}, fmt.Errorf("list runs: %w", err)
-	}
-	return p, nil
 }
 
 // SessionHead implements core.Store.
@@ -474,31 +490,6 @@ func (db *DB) GetSession(ctx context.Context, id string) (core.Session, error) {
 	return s, nil
 }
 
-// ListSessions implements core.Store.
-func (db *DB) ListSessions(ctx context.Context, f core.SessionFilter) (core.Page[core.Session], error) {
-	after, err := sqlstore.ParseCursor(f.Cursor)
-	if err != nil {
-		return core.Page[core.Session]{}, fmt.Errorf("list sessions: %w", err)
-	}
-	var a params
-	q := `SELECT pk, ` + sessionCols + ` FROM sessions WHERE pk > ` + a.add(after)
-	if f.UserID != "" {
-		q += ` AND user_id = ` + a.add(f.UserID)
-	}
-	if f.AgentID != "" {
-		q += ` AND agent_id = ` + a.add(f.AgentID)
-	}
-	if len(f.AgentIDs) > 0 {
-		q += ` AND agent_id = ANY(` + a.add(f.AgentIDs) + `)`
-	}
-	q += ` ORDER BY pk`
-	p, err := list(ctx, db, f.ListOptions, q, a, scanSession)
-	if err != nil {
-		return core.Page[core.Session]{}, fmt.Errorf("list sessions: %w", err)
-	}
-	return p, nil
-}
-
 // GetApproval implements core.Store.
 func (db *DB) GetApproval(ctx context.Context, id string) (core.Approval, error) {
 	a, err := getApproval(ctx, db.pool, id)
@@ -506,36 +497,6 @@ func (db *DB) GetApproval(ctx context.Context, id string) (core.Approval, error)
 		return core.Approval{}, fmt.Errorf("get approval %s: %w", id, err)
 	}
 	return a, nil
-}
-
-// ListApprovals implements core.Store.
-func (db *DB) ListApprovals(ctx context.Context, f core.ApprovalFilter) (core.Page[core.Approval], error) {
-	after, err := sqlstore.ParseCursor(f.Cursor)
-	if err != nil {
-		return core.Page[core.Approval]{}, fmt.Errorf("list approvals: %w", err)
-	}
-	var a params
-	q := `SELECT pk, ` + approvalCols + ` FROM approvals WHERE pk > ` + a.add(after)
-	if f.Status != "" {
-		q += ` AND status = ` + a.add(string(f.Status))
-	}
-	if f.RunID != "" {
-		q += ` AND run_id = ` + a.add(f.RunID)
-	}
-	if len(f.AgentIDs) > 0 {
-		q += ` AND run_id IN (SELECT id FROM runs WHERE agent_id = ANY(` + a.add(f.AgentIDs) + `))`
-	}
-	if b := f.Conversation; b != nil {
-		ws := a.add(b.Workspace)
-		q += ` AND session_id IN (SELECT id FROM sessions WHERE platform = ` + a.add(b.Platform) +
-			` AND channel = ` + a.add(b.Channel) + ` AND (` + ws + ` = '' OR workspace = '' OR workspace = ` + ws + `))`
-	}
-	q += ` ORDER BY pk`
-	p, err := list(ctx, db, f.ListOptions, q, a, scanApproval)
-	if err != nil {
-		return core.Page[core.Approval]{}, fmt.Errorf("list approvals: %w", err)
-	}
-	return p, nil
 }
 
 // runDriver runs the run rules of sqlstore.Runs on db.

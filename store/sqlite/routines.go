@@ -231,13 +231,9 @@ func (db *DB) GetRoutine(ctx context.Context, id string) (core.Routine, error) {
 // ListRoutines implements core.RoutineStore; the cursor is the last id.
 func (db *DB) ListRoutines(ctx context.Context, f core.RoutineFilter) (core.Page[core.Routine], error) {
 	limit := sqlstore.PageLimit(f.Limit)
-	q := `SELECT ` + routineCols + ` FROM routines WHERE id > ?`
-	args := []any{f.Cursor}
-	if len(f.AgentIDs) > 0 {
-		q += ` AND agent_id IN ` + inList(len(f.AgentIDs))
-		args = appendStrings(args, f.AgentIDs)
-	}
-	rows, err := db.r.QueryContext(ctx, q+` ORDER BY id LIMIT ?`, append(args, limit+1)...)
+	a := &args{v: []any{f.Cursor}}
+	q := `SELECT ` + routineCols + ` FROM routines WHERE id > ?` + sqlstore.RoutinesWhere(f, a)
+	rows, err := db.r.QueryContext(ctx, q+` ORDER BY id LIMIT ?`, append(a.v, limit+1)...)
 	if err != nil {
 		return core.Page[core.Routine]{}, fmt.Errorf("list routines: %w", err)
 	}

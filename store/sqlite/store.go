@@ -230,32 +230,6 @@ func scanRunItem(s scanner, extra ...any) (core.Run, error) {
 	return r.Run, err
 }
 
-// ListRuns implements core.Store.
-func (db *DB) ListRuns(ctx context.Context, f core.RunFilter) (core.Page[core.Run], error) {
-	after, err := sqlstore.ParseCursor(f.Cursor)
-	if err != nil {
-		return core.Page[core.Run]{}, fmt.Errorf("list runs: %w", err)
-	}
-	q := `SELECT rowid, ` + runCols + ` FROM runs WHERE rowid > ?`
-	args := []any{after}
-	if f.SessionID != "" {
-		q += ` AND session_id = ?`
-		args = append(args, f.SessionID)
-	}
-	if len(f.Statuses) > 0 {
-		q += ` AND status IN ` + inList(len(f.Statuses))
-		for _, s := range f.Statuses {
-			args = append(args, string(s))
-		}
-	}
-	q += ` ORDER BY rowid LIMIT ?`
-	p, err := list(ctx, db, f.ListOptions, q, args, scanRunItem)
-	if err != nil {
-		return core.Page[core.Run]{}, fmt.Errorf("list runs: %w", err)
-	}
-	return p, nil
-}
-
 // inList is "(?, ?, …)" with n placeholders.
 func inList(n int) string { return `(?` + strings.Repeat(", ?", n-1) + `)` }
 
@@ -363,30 +337,48 @@ func (db *DB) GetSession(ctx context.Context, id string) (core.Session, error) {
 	return s, nil
 }
 
+// args are a statement's arguments with SQLite's placeholders
+// (sqlstore.Args).
+type args struct{ v []any }
+
+func (a *args) Add(v any) string { a.v = append(a.v, v); return "?" }
+
+func (a *args) In(col string, vs []string) string {
+	a.v = appendStrings(a.v, vs)
+	return col + ` IN ` + inList(len(vs))
+}
+
+// ListRuns implements core.Store.
+func (db *DB) ListRuns(ctx context.Context, f core.RunFilter) (core.Page[core.Run], error) {
+	return listWhere(ctx, db, "list runs", `SELECT rowid, `+runCols+` FROM runs`, f.ListOptions,
+		func(a *args) string { return sqlstore.RunsWhere(f, a) }, scanRunItem)
+}
+
 // ListSessions implements core.Store.
 func (db *DB) ListSessions(ctx context.Context, f core.SessionFilter) (core.Page[core.Session], error) {
-	after, err := sqlstore.ParseCursor(f.Cursor)
+	return listWhere(ctx, db, "list sessions", `SELECT rowid, `+sessionCols+` FROM sessions`, f.ListOptions,
+		func(a *args) string { return sqlstore.SessionsWhere(f, a) }, scanSession)
+}
+
+// ListApprovals implements core.Store.
+func (db *DB) ListApprovals(ctx context.Context, f core.ApprovalFilter) (core.Page[core.Approval], error) {
+	return listWhere(ctx, db, "list approvals", `SELECT rowid, `+approvalCols+` FROM approvals`, f.ListOptions,
+		func(a *args) string { return sqlstore.ApprovalsWhere(f, a) }, scanApproval)
+}
+
+// listWhere pages through the rows of selectFrom (which selects rowid, then
+// the item's columns) after o's cursor that match where's conditions.
+func listWhere[T any](ctx context.Context, db *DB, what, selectFrom string, o core.ListOptions, where func(*args) string,
+	scan func(s scanner, extra ...any) (T, error)) (core.Page[T], error) {
+	after, err := sqlstore.ParseCursor(o.Cursor)
 	if err != nil {
-		return core.Page[core.Session]{}, fmt.Errorf("list sessions: %w", err)
+		return core.Page[T]{}, fmt.Errorf("%s: %w", what, err)
 	}
-	q := `SELECT rowid, ` + sessionCols + ` FROM sessions WHERE rowid > ?`
-	args := []any{after}
-	if f.UserID != "" {
-		q += ` AND user_id = ?`
-		args = append(args, f.UserID)
-	}
-	if f.AgentID != "" {
-		q += ` AND agent_id = ?`
-		args = append(args, f.AgentID)
-	}
-	if len(f.AgentIDs) > 0 {
-		q += ` AND agent_id IN ` + inList(len(f.AgentIDs))
-		args = appendStrings(args, f.AgentIDs)
-	}
-	q += ` ORDER BY rowid LIMIT ?`
-	p, err := list(ctx, db, f.ListOptions, q, args, scanSession)
+	a := &args{v: []any{after}}
+	q := selectFrom + ` WHERE rowid > ?` + where(a) + ` ORDER BY rowid LIMIT ?`
+	p, err := list(ctx, db, o, q, a.v, scan)
 	if err != nil {
-		return core.Page[core.Session]{}, fmt.Errorf("list sessions: %w", err)
+		return core.Page[T]{}, fmt.Errorf("%s: %w", what, err)
 	}
 	return p, nil
 }
@@ -398,39 +390,6 @@ func (db *DB) GetApproval(ctx context.Context, id string) (core.Approval, error)
 		return core.Approval{}, fmt.Errorf("get approval %s: %w", id, err)
 	}
 	return a, nil
-}
-
-// ListApprovals implements core.Store.
-func (db *DB) ListApprovals(ctx context.Context, f core.ApprovalFilter) (core.Page[core.Approval], error) {
-	after, err := sqlstore.ParseCursor(f.Cursor)
-	if err != nil {
-		return core.Page[core.Approval]{}, fmt.Errorf("list approvals: %w", err)
-	}
-	q := `SELECT rowid, ` + approvalCols + ` FROM approvals WHERE rowid > ?`
-	args := []any{after}
-	if f.Status != "" {
-		q += ` AND status = ?`
-		args = append(args, string(f.Status))
-	}
-	if f.RunID != "" {
-		q += ` AND run_id = ?`
-		args = append(args, f.RunID)
-	}
-	if len(f.AgentIDs) > 0 {
-		q += ` AND run_id IN (SELECT id FROM runs WHERE agent_id IN ` + inList(len(f.AgentIDs)) + `)`
-		args = appendStrings(args, f.AgentIDs)
-	}
-	if b := f.Conversation; b != nil {
-		q += ` AND session_id IN (SELECT id FROM sessions WHERE platform = ? AND channel = ?
-			AND (? = '' OR workspace = '' OR workspace = ?))`
-		args = append(args, b.Platform, b.Channel, b.Workspace, b.Workspace)
-	}
-	q += ` ORDER BY rowid LIMIT ?`
-	p, err := list(ctx, db, f.ListOptions, q, args, scanApproval)
-	if err != nil {
-		return core.Page[core.Approval]{}, fmt.Errorf("list approvals: %w", err)
-	}
-	return p, nil
 }
 
 // runDriver runs the run rules of sqlstore.Runs on db.

@@ -56,3 +56,70 @@ func ApprovalCounts(counts map[string]int64) map[core.ApprovalStatus]int64 {
 	}
 	return m
 }
+
+// Args collects a statement's arguments in a driver's placeholder syntax.
+type Args interface {
+	// Add appends v and returns its placeholder.
+	Add(v any) string
+	// In returns the condition that column col is one of vs.
+	In(col string, vs []string) string
+}
+
+// SessionsWhere is filter f as SQL conditions, each starting with " AND ".
+func SessionsWhere(f core.SessionFilter, a Args) string {
+	var q string
+	if f.UserID != "" {
+		q += ` AND user_id = ` + a.Add(f.UserID)
+	}
+	if f.AgentID != "" {
+		q += ` AND agent_id = ` + a.Add(f.AgentID)
+	}
+	if len(f.AgentIDs) > 0 {
+		q += ` AND ` + a.In("agent_id", f.AgentIDs)
+	}
+	return q
+}
+
+// RunsWhere is filter f as SQL conditions, each starting with " AND ".
+func RunsWhere(f core.RunFilter, a Args) string {
+	var q string
+	if f.SessionID != "" {
+		q += ` AND session_id = ` + a.Add(f.SessionID)
+	}
+	if len(f.Statuses) > 0 {
+		statuses := make([]string, len(f.Statuses))
+		for i, s := range f.Statuses {
+			statuses[i] = string(s)
+		}
+		q += ` AND ` + a.In("status", statuses)
+	}
+	return q
+}
+
+// ApprovalsWhere is filter f as SQL conditions, each starting with " AND ".
+func ApprovalsWhere(f core.ApprovalFilter, a Args) string {
+	var q string
+	if f.Status != "" {
+		q += ` AND status = ` + a.Add(string(f.Status))
+	}
+	if f.RunID != "" {
+		q += ` AND run_id = ` + a.Add(f.RunID)
+	}
+	if len(f.AgentIDs) > 0 {
+		q += ` AND run_id IN (SELECT id FROM runs WHERE ` + a.In("agent_id", f.AgentIDs) + `)`
+	}
+	if b := f.Conversation; b != nil {
+		q += ` AND session_id IN (SELECT id FROM sessions WHERE platform = ` + a.Add(b.Platform) +
+			` AND channel = ` + a.Add(b.Channel) + ` AND (` + a.Add(b.Workspace) + ` = '' OR workspace = '' OR workspace = ` +
+			a.Add(b.Workspace) + `))`
+	}
+	return q
+}
+
+// RoutinesWhere is filter f as SQL conditions, each starting with " AND ".
+func RoutinesWhere(f core.RoutineFilter, a Args) string {
+	if len(f.AgentIDs) > 0 {
+		return ` AND ` + a.In("agent_id", f.AgentIDs)
+	}
+	return ""
+}
