@@ -76,11 +76,17 @@ func New(cfg Config) (*Relay, error) {
 	return &Relay{cfg: cfg}, nil
 }
 
-// Forward moves one leased job; the job stays in the outbox if To refuses it.
-// A job other than a run's is kept (see Keeper) until its receipt.
+// Forward moves one leased job; the job stays in the outbox if To refuses it,
+// and is tried again a second later. A refusal does not count as a delivery
+// when the outbox can keep jobs (Keeper): however long Redis is down, no job
+// is dead-lettered for it. A job other than a run's is kept until its
+// receipt.
 func (r *Relay) Forward(ctx context.Context, j core.Job) error {
 	out := core.Job{ID: j.ID, Kind: j.Kind, Key: j.Key, Payload: j.Payload, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt}
 	if err := r.cfg.To.Enqueue(ctx, out); err != nil && !errors.Is(err, core.ErrJobExists) {
+		if k, ok := r.cfg.From.(Keeper); ok {
+			return errors.Join(err, k.Keep(ctx, j, r.cfg.Now().Add(time.Second)))
+		}
 		_, ferr := r.cfg.From.Fail(ctx, j, "relay: "+err.Error(), time.Second)
 		return errors.Join(err, ferr)
 	}

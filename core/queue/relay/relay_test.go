@@ -167,3 +167,39 @@ func (c *manualClock) Advance(d time.Duration) {
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 }
+
+// A queue that stays down longer than a job's delivery limit dead-letters
+// nothing: refusals are not deliveries, and the job goes through once the
+// queue is back.
+func TestLongOutageDeadLettersNothing(t *testing.T) {
+	clock := &manualClock{now: time.Now()}
+	from, to := openWith(t, "outbox.db", clock), open(t, "queue.db")
+	reply := core.Job{Kind: "reply", Key: "reply:run_1", Payload: json.RawMessage(`{"run_id":"run_1"}`), MaxAttempts: 3}
+	for _, j := range []core.Job{core.RunJobFor("run_1"), reply} {
+		if err := from.Enqueue(t.Context(), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := &refusing{Queue: to, down: true}
+	r, _ := relay.New(relay.Config{From: from, To: q, Now: clock.Now})
+	for range 10 { // ten refusals each, more than either job's limit
+		if _, err := r.Drain(t.Context()); err == nil {
+			t.Fatal("Drain succeeded while the queue refused jobs")
+		}
+		clock.Advance(2 * time.Second)
+		if _, err := r.Drain(t.Context()); err == nil {
+			t.Fatal("Drain succeeded while the queue refused jobs")
+		}
+		clock.Advance(2 * time.Second)
+	}
+	if dead, err := from.DeadLetters(t.Context(), 0); err != nil || len(dead) != 0 {
+		t.Fatalf("dead letters after the outage = %+v, %v; want none", dead, err)
+	}
+	q.down = false
+	if n, err := r.Drain(t.Context()); err != nil || n != 2 {
+		t.Fatalf("Drain once the queue is back = %d, %v; want both jobs", n, err)
+	}
+	if d, _ := to.Depth(t.Context()); d != 2 {
+		t.Fatalf("queue depth %d, want 2", d)
+	}
+}
