@@ -61,6 +61,12 @@ Flags:
   --database-url URL  AGENTGATE_DATABASE_URL for the server (PostgreSQL; a
                       scratch database: the events stay in its inbox)
   --server-bin PATH   the agentgate binary to run (default: this one)
+  --target HOST:PORT  drive a server that is already running there instead
+                      (another Slack app, e.g. one built on Bolt, for a
+                      comparison): it must check signatures with the signing
+                      secret `+"`"+ingestSecret+"`"+`; nothing is checked for
+                      storage
+  --target-pid PID    that server's process, for its CPU per event
 
 The server inherits AGENTGATE_SQLITE_SYNC; every other AGENTGATE_ and SLACK_
 variable is removed from its environment.
@@ -73,6 +79,8 @@ type ingestOptions struct {
 	quick, markdown  bool
 	databaseURL      string
 	serverBin        string
+	target           string
+	targetPID        int
 	command          string
 }
 
@@ -88,6 +96,8 @@ func parseIngestOptions(args []string, stderr io.Writer) (ingestOptions, error) 
 	fs.BoolVar(&o.markdown, "markdown", false, "print Markdown")
 	fs.StringVar(&o.databaseURL, "database-url", "", "PostgreSQL URL")
 	fs.StringVar(&o.serverBin, "server-bin", "", "agentgate binary")
+	fs.StringVar(&o.target, "target", "", "a running server to drive")
+	fs.IntVar(&o.targetPID, "target-pid", 0, "its process id")
 	set, err := benchParseFlags(fs, args)
 	if err != nil {
 		return o, err
@@ -107,6 +117,8 @@ func parseIngestOptions(args []string, stderr io.Writer) (ingestOptions, error) 
 		return o, &usageError{fmt.Sprintf("--warmup: must not be negative, got %s", o.warmup)}
 	case o.clients < 1:
 		return o, &usageError{fmt.Sprintf("--clients: must be at least 1, got %d", o.clients)}
+	case o.target != "" && o.targetPID <= 0:
+		return o, &usageError{"--target needs --target-pid: the process whose CPU to measure"}
 	}
 	o.command = benchCommandLine(append([]string{"slack-ingest"}, args...))
 	return o, nil
@@ -120,6 +132,9 @@ func benchSlackIngest(ctx context.Context, args []string, stdout, stderr io.Writ
 	o, err := parseIngestOptions(args, stderr)
 	if err != nil {
 		return err // bench answers flag.ErrHelp with nil
+	}
+	if o.target != "" {
+		return benchSlackTarget(ctx, o, stdout, stderr)
 	}
 	var tmp string
 	if o.serverBin, tmp, err = benchSetup(o.serverBin); err != nil {
@@ -178,6 +193,25 @@ func benchSlackIngest(ctx context.Context, args []string, stdout, stderr io.Writ
 	if rep.missing > 0 {
 		return fmt.Errorf("bench: %d acknowledged events are not in the inbox", rep.missing)
 	}
+	return nil
+}
+
+// benchSlackTarget drives the server at o.target with the same load and
+// reports what the load generator sees, and the target's CPU.
+func benchSlackTarget(ctx context.Context, o ingestOptions, stdout, stderr io.Writer) error {
+	rep := ingestReport{opts: o, machine: benchMachineInfo(), date: time.Now(), sync: "external server at " + o.target}
+	rep.idleRSS, rep.rssErr = benchProcStatus(o.targetPID, "VmRSS")
+	load, err := newIngestLoad(o.target, o.clients)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "bench: %d clients against %s: %s warm-up, then %s measured\n", o.clients, o.target, o.warmup, o.duration)
+	if err := load.run(ctx, o.targetPID, o.warmup, o.duration, &rep); err != nil {
+		return err
+	}
+	rep.peakRSS, _ = benchProcStatus(o.targetPID, "VmHWM")
+	rep.write(stdout)
+	fmt.Fprintln(stdout, "  (an external server: its storage is not checked)")
 	return nil
 }
 
@@ -406,7 +440,7 @@ func (c *ingestClient) roundTrip() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("malformed status line %q", line)
 	}
-	length := -1
+	length, chunked := -1, false
 	for {
 		line, err := c.r.ReadSlice('\n')
 		if err != nil {
@@ -415,11 +449,19 @@ func (c *ingestClient) roundTrip() (int, error) {
 		if len(line) <= 2 {
 			break
 		}
-		if k, v, ok := strings.Cut(string(line), ":"); ok && strings.EqualFold(k, "Content-Length") {
+		k, v, ok := strings.Cut(string(line), ":")
+		switch {
+		case !ok:
+		case strings.EqualFold(k, "Content-Length"):
 			if length, err = strconv.Atoi(strings.TrimSpace(v)); err != nil {
 				return 0, fmt.Errorf("malformed Content-Length %q", v)
 			}
+		case strings.EqualFold(k, "Transfer-Encoding") && strings.EqualFold(strings.TrimSpace(v), "chunked"):
+			chunked = true // Node's servers (Bolt) answer so
 		}
+	}
+	if chunked {
+		return status, c.skipChunks()
 	}
 	if length < 0 {
 		return 0, errors.New("response without Content-Length")
@@ -428,6 +470,32 @@ func (c *ingestClient) roundTrip() (int, error) {
 		return 0, err
 	}
 	return status, nil
+}
+
+// skipChunks reads a chunked body to its end.
+func (c *ingestClient) skipChunks() error {
+	for {
+		line, err := c.r.ReadSlice('\n')
+		if err != nil {
+			return err
+		}
+		size, _, _ := strings.Cut(strings.TrimSpace(string(line)), ";")
+		n, err := strconv.ParseInt(size, 16, 64)
+		if err != nil {
+			return fmt.Errorf("malformed chunk size %q", line)
+		}
+		if n == 0 { // the last chunk; then an empty trailer
+			for {
+				line, err := c.r.ReadSlice('\n')
+				if err != nil || len(line) <= 2 {
+					return err
+				}
+			}
+		}
+		if _, err := c.r.Discard(int(n) + 2); err != nil { // the data and its CRLF
+			return err
+		}
+	}
 }
 
 // benchProcCPU is the user+system CPU time process pid has used, from

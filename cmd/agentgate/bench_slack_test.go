@@ -21,6 +21,7 @@ func TestBenchSlackIngestFlags(t *testing.T) {
 		{"zero clients", []string{"--clients", "0"}, "--clients"},
 		{"zero duration", []string{"--duration", "0s"}, "--duration"},
 		{"negative warm-up", []string{"--warmup", "-1s"}, "--warmup"},
+		{"target without its process", []string{"--target", "127.0.0.1:3100"}, "--target-pid"},
 		// Valid flags, but this is a test binary: bench must not start it as a server.
 		{"no server binary in tests", []string{"--quick"}, "give --server-bin"},
 	}
