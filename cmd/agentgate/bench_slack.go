@@ -64,7 +64,7 @@ Flags:
   --target HOST:PORT  drive a server that is already running there instead
                       (another Slack app, e.g. one built on Bolt, for a
                       comparison): it must check signatures with the signing
-                      secret `+"`"+ingestSecret+"`"+`; nothing is checked for
+                      secret ` + "`" + ingestSecret + "`" + `; nothing is checked for
                       storage
   --target-pid PID    that server's process, for its CPU per event
 
