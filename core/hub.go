@@ -84,18 +84,20 @@ func (h *Hub) Changed(id string) { h.ChangedTo(id, "") }
 
 // ChangedTo is Changed by a publisher that knows the run's status now.
 func (h *Hub) ChangedTo(id string, status RunStatus) {
-	h.Publish(Update{RunID: id, Changed: true, Status: status})
-	if h.Broadcast != nil {
-		h.Broadcast(id)
-	}
+	h.change(Update{RunID: id, Changed: true, Status: status})
 }
 
 // Settled is ChangedTo by a publisher that holds the run as its change
 // left it (finished or paused).
 func (h *Hub) Settled(run Run) {
-	h.Publish(Update{RunID: run.ID, Changed: true, Status: run.Status, Run: &run})
+	h.change(Update{RunID: run.ID, Changed: true, Status: run.Status, Run: &run})
+}
+
+// change publishes change u here and, through Broadcast, to other processes.
+func (h *Hub) change(u Update) {
+	h.Publish(u)
 	if h.Broadcast != nil {
-		h.Broadcast(run.ID)
+		h.Broadcast(u.RunID)
 	}
 }
 

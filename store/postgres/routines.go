@@ -87,7 +87,7 @@ func timeOrNull(t time.Time) *time.Time {
 type routineDriver struct{ db *DB }
 
 func (d routineDriver) RoutineTx(ctx context.Context, fn func(sqlstore.RoutineTx) error) error {
-	return d.db.tx(ctx, func(tx *txn) error { return fn(routineTx{db: d.db, tx: tx}) })
+	return d.db.tx(ctx, func(tx *txn) error { return fn(routineTx{runTx{db: d.db, tx: tx}}) })
 }
 
 func (d routineDriver) Now() time.Time { return d.db.opts.Clock.Now() }
@@ -95,8 +95,7 @@ func (d routineDriver) Created()       {} // enqueueTx notifies the workers
 
 // routineTx is sqlstore.RoutineTx on a PostgreSQL transaction.
 type routineTx struct {
-	db *DB
-	tx *txn
+	runTx // LockRoutine and the rest here; InsertAudit from runTx
 }
 
 // LockRoutineSync takes an advisory lock per schema: syncs (replicas
@@ -212,11 +211,6 @@ func (t routineTx) CreateRuns(ctx context.Context, runs []core.NewRun) ([]core.R
 	}
 	t.db.enqueueTx(t.tx, jobs...)
 	return out, nil
-}
-
-func (t routineTx) InsertAudit(_ context.Context, e core.AuditEntry) error {
-	insertAuditTx(t.tx, e, e.At)
-	return nil
 }
 
 // GetRoutine implements core.RoutineStore.

@@ -81,7 +81,7 @@ func timeOrNull(t time.Time) sql.NullInt64 {
 type routineDriver struct{ db *DB }
 
 func (d routineDriver) RoutineTx(ctx context.Context, fn func(sqlstore.RoutineTx) error) error {
-	return d.db.tx(ctx, func(tx *txn) error { return fn(routineTx{db: d.db, tx: tx}) })
+	return d.db.tx(ctx, func(tx *txn) error { return fn(routineTx{runTx{db: d.db, tx: tx}}) })
 }
 
 func (d routineDriver) Now() time.Time { return d.db.opts.Clock.Now() }
@@ -90,8 +90,7 @@ func (d routineDriver) Created()       { d.db.wake() }
 // routineTx is sqlstore.RoutineTx on a SQLite transaction. SQLite has one
 // writer, so a read in a write transaction holds what it read until commit.
 type routineTx struct {
-	db *DB
-	tx *txn
+	runTx // CreateRuns (without jobs), Enqueue, InsertAudit
 }
 
 func (t routineTx) LockRoutineSync(context.Context) error { return nil }
@@ -192,22 +191,17 @@ func (t routineTx) SetDelivery(ctx context.Context, runID, delivery string) (boo
 	return affected(t.tx.ExecContext(ctx, `UPDATE routine_history SET delivery = ? WHERE run_id = ? AND run_id <> ''`, delivery, runID))
 }
 
+// CreateRuns creates the runs with their jobs (sqlstore.RoutineTx).
 func (t routineTx) CreateRuns(ctx context.Context, runs []core.NewRun) ([]core.Run, error) {
-	out := make([]core.Run, len(runs))
-	for i, nr := range runs {
-		var err error
-		if out[i], err = t.db.createRunTx(ctx, t.tx, nr); err != nil {
-			return nil, err
-		}
-		if err := t.db.enqueueTx(ctx, t.tx, core.RunJobFor(nr.Run.ID)); err != nil {
-			return nil, err
-		}
+	out, err := t.runTx.CreateRuns(ctx, runs)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
-}
-
-func (t routineTx) InsertAudit(ctx context.Context, e core.AuditEntry) error {
-	return insertAuditTx(ctx, t.tx, e, e.At)
+	jobs := make([]core.Job, len(runs))
+	for i, nr := range runs {
+		jobs[i] = core.RunJobFor(nr.Run.ID)
+	}
+	return out, t.Enqueue(ctx, jobs...)
 }
 
 // affected reports whether an exec changed a row.

@@ -251,9 +251,16 @@ func (s Runs) ClaimRun(ctx context.Context, id, owner string, now, until time.Ti
 // notClaimed tells why run id could not be claimed.
 func (s Runs) notClaimed(ctx context.Context, id string) error {
 	r, err := s.D.GetRun(ctx, id)
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
+	}
+	return whyNotClaimed(r)
+}
+
+// whyNotClaimed tells why run r, as read after a refused claim, was not
+// claimed.
+func whyNotClaimed(r RunRow) error {
+	switch {
 	case r.Status.Terminal():
 		return core.ErrRunFinished
 	case r.Status == core.RunPaused:
@@ -301,7 +308,7 @@ func (s Runs) notStarted(ctx context.Context, id string) error {
 			return core.ErrNotHead
 		}
 	}
-	return s.notClaimed(ctx, id)
+	return whyNotClaimed(r)
 }
 
 // ExtendClaim implements core.Store.
