@@ -80,9 +80,7 @@ func TestE2ESlowSlackConnectionsAreBounded(t *testing.T) {
 		})
 	}
 
-	g.mu.Lock()
-	pid := g.cmd.Process.Pid
-	g.mu.Unlock()
+	pid := g.proc.Pid()
 	if status, body := doHTTP(t, "GET", g.base+"/healthz", nil, nil); status != http.StatusOK {
 		t.Errorf("/healthz with %d slow connections open: %d %s", conns, status, body)
 	}

@@ -20,61 +20,20 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentgate/agentgate/core/model/fakeopenai"
+	"github.com/agentgate/agentgate/test/testbin"
 )
 
-// e2e holds the binary every end-to-end test runs; it is built on first use
-// so that unit tests in this package do not pay for the build.
-var e2e struct {
-	dir  string // removed by TestMain
-	once sync.Once
-	bin  string
-	err  error
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "agentgate-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: temp dir:", err)
-		os.Exit(1)
-	}
-	e2e.dir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// binary returns the path of the agentgate binary, building it once with the
-// go command that runs this test.
-func binary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("e2e: skipped in -short mode (builds and runs the real binary)")
-	}
-	e2e.once.Do(func() {
-		goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goCmd); err != nil {
-			goCmd = "go"
-		}
-		bin := filepath.Join(e2e.dir, "agentgate")
-		out, err := exec.Command(goCmd, "build", "-o", bin, ".").CombinedOutput()
-		if err != nil {
-			e2e.err = fmt.Errorf("go build ./cmd/agentgate: %v\n%s", err, out)
-			return
-		}
-		e2e.bin = bin
-	})
-	if e2e.err != nil {
-		t.Fatal(e2e.err)
-	}
-	return e2e.bin
-}
+// binary returns the agentgate binary, built once with the go command that
+// runs this test; it skips in -short mode.
+func binary(t *testing.T) string { return testbin.Binary(t) }
 
 // Polling: every check of "has X happened yet" polls with this bound.
 const (
@@ -101,37 +60,9 @@ func eventually(t *testing.T, what string, cond func() (ok bool, state string)) 
 	}
 }
 
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // cleanEnv is the test's environment without any agentgate or provider
 // settings, plus extra.
-func cleanEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "AGENTGATE_") || strings.HasPrefix(k, "OPENAI_") || strings.HasPrefix(k, "ANTHROPIC_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, extra...)
-}
+func cleanEnv(extra ...string) []string { return testbin.CleanEnv(extra...) }
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -148,21 +79,16 @@ func freeAddr(t *testing.T) string {
 type gateway struct {
 	t       *testing.T
 	bin     string
-	args    []string
-	env     []string
-	base    string // http://host:port, for clients
+	base    string // http://127.0.0.1:port, for clients; set by each start
 	dataDir string
-	out     *syncBuffer // stdout and stderr of every start
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
-	starts int
+	env     []string        // the process's whole environment, also for cli
+	out     *testbin.Buffer // stdout and stderr of every start
+	proc    *testbin.Process
 }
 
 type gatewayOptions struct {
 	config string   // --config; empty = none (the built-in demo agent)
-	listen string   // --addr; empty = a free loopback port
+	listen string   // --addr; empty = a loopback port the system picks
 	env    []string // extra environment, KEY=VALUE
 }
 
@@ -170,21 +96,14 @@ type gatewayOptions struct {
 // it is ready. The process is killed when the test ends.
 func startGateway(t *testing.T, o gatewayOptions) *gateway {
 	t.Helper()
-	bin := binary(t)
-	g := &gateway{t: t, bin: bin, dataDir: t.TempDir(), env: cleanEnv(o.env...), out: &syncBuffer{}}
-	listen := o.listen
-	if listen == "" {
-		listen = freeAddr(t)
-	}
-	_, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.base = "http://127.0.0.1:" + port
-	g.args = []string{"serve", "--addr", listen, "--data-dir", g.dataDir}
+	g := &gateway{t: t, bin: binary(t), dataDir: t.TempDir(), env: cleanEnv(o.env...)}
+	args := []string{"--data-dir", g.dataDir}
 	if o.config != "" {
-		g.args = append(g.args, "--config", o.config)
+		args = append(args, "--config", o.config)
 	}
+	g.proc = testbin.New(t, testbin.Options{Bin: g.bin, Addr: o.listen, Args: args, Env: g.env,
+		ReadyTimeout: pollTimeout})
+	g.out = g.proc.Out
 	t.Cleanup(func() {
 		g.kill()
 		if t.Failed() {
@@ -199,68 +118,16 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 // for GET /readyz to answer 200.
 func (g *gateway) start() {
 	g.t.Helper()
-	g.mu.Lock()
-	g.starts++
-	fmt.Fprintf(g.out, "----- start %d: agentgate %s\n", g.starts, strings.Join(g.args, " "))
-	cmd := exec.Command(g.bin, g.args...)
-	cmd.Env = g.env
-	cmd.Stdout, cmd.Stderr = g.out, g.out
-	if err := cmd.Start(); err != nil {
-		g.mu.Unlock()
+	if err := g.proc.Start(); err != nil {
 		g.t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	g.cmd, g.exited = cmd, exited
-	g.mu.Unlock()
-	go func() {
-		err := cmd.Wait()
-		fmt.Fprintf(g.out, "----- exited: %v\n", err)
-		close(exited)
-	}()
-
-	deadline := time.Now().Add(pollTimeout)
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
-	for {
-		resp, err := readyClient.Get(g.base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-exited:
-			g.t.Fatalf("agentgate exited before it was ready:\n%s", g.out.String())
-		case <-tick.C:
-		}
-		if time.Now().After(deadline) {
-			g.t.Fatalf("agentgate not ready after %s (last: %v):\n%s", pollTimeout, err, g.out.String())
-		}
-	}
+	g.base = g.proc.Base()
 }
 
 // kill sends SIGKILL (a crash) and waits for the process to be gone.
-func (g *gateway) kill() {
-	g.mu.Lock()
-	cmd, exited := g.cmd, g.exited
-	g.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-exited:
-		return
-	default:
-	}
-	_ = cmd.Process.Kill()
-	<-exited
-}
+func (g *gateway) kill() { g.proc.Kill() }
 
-var (
-	httpClient  = &http.Client{Timeout: 90 * time.Second} // > the API's 60s ?wait=true cap
-	readyClient = &http.Client{Timeout: 5 * time.Second}
-)
+var httpClient = &http.Client{Timeout: 90 * time.Second} // > the API's 60s ?wait=true cap
 
 // do sends a JSON request and returns the status and the body.
 func (g *gateway) do(method, path string, body any) (int, []byte) {

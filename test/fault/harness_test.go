@@ -20,13 +20,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,6 +32,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentgate/agentgate/core/model/fakeopenai"
+	"github.com/agentgate/agentgate/test/testbin"
 )
 
 // Timing of the cluster under test (AGENTGATE_CLAIM_TTL and
@@ -57,25 +56,7 @@ const (
 	settleTimeout = 90 * time.Second
 )
 
-// fault holds what TestMain prepares for every test.
-var fault struct {
-	dir  string
-	once sync.Once
-	bin  string
-	err  error
-}
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "agentgate-fault-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "fault: temp dir:", err)
-		os.Exit(1)
-	}
-	fault.dir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // databaseURL is the PostgreSQL database the suite creates schemas in, or
 // it skips the test.
@@ -102,28 +83,6 @@ func redisServerBin(t *testing.T) string {
 			"install Redis 6.2 or later")
 	}
 	return p
-}
-
-// binary builds cmd/agentgate once with the go command running the tests.
-func binary(t *testing.T) string {
-	t.Helper()
-	fault.once.Do(func() {
-		goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goCmd); err != nil {
-			goCmd = "go"
-		}
-		bin := filepath.Join(fault.dir, "agentgate")
-		out, err := exec.Command(goCmd, "build", "-o", bin, "github.com/agentgate/agentgate/cmd/agentgate").CombinedOutput()
-		if err != nil {
-			fault.err = fmt.Errorf("go build ./cmd/agentgate: %v\n%s", err, out)
-			return
-		}
-		fault.bin = bin
-	})
-	if fault.err != nil {
-		t.Fatal(fault.err)
-	}
-	return fault.bin
 }
 
 // eventually polls cond every pollEvery until it holds, failing the test
@@ -161,24 +120,6 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // tail is the last n lines of s.
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
@@ -188,18 +129,7 @@ func tail(s string, n int) string {
 	return fmt.Sprintf("[… %d earlier lines]\n%s\n", len(lines)-n, strings.Join(lines[len(lines)-n:], "\n"))
 }
 
-// cleanEnv is the environment without agentgate or provider settings, plus extra.
-func cleanEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "AGENTGATE_") || strings.HasPrefix(k, "OPENAI_") || strings.HasPrefix(k, "ANTHROPIC_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, extra...)
-}
+func cleanEnv(extra ...string) []string { return testbin.CleanEnv(extra...) }
 
 // ---------------------------------------------------------------------------
 // PostgreSQL: a schema per test and a proxy that can cut it off.
@@ -365,7 +295,7 @@ type redisServer struct {
 	bin  string
 	port int
 	dir  string
-	out  *syncBuffer
+	out  *testbin.Buffer
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -375,7 +305,7 @@ type redisServer struct {
 
 func startRedis(t *testing.T) *redisServer {
 	t.Helper()
-	r := &redisServer{t: t, bin: redisServerBin(t), port: freePort(t), dir: t.TempDir(), out: &syncBuffer{}}
+	r := &redisServer{t: t, bin: redisServerBin(t), port: freePort(t), dir: t.TempDir(), out: &testbin.Buffer{}}
 	t.Cleanup(func() {
 		r.kill()
 		if t.Failed() {
@@ -626,7 +556,7 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	t.Helper()
 	admin := databaseURL(t)
 	redisServerBin(t)
-	bin := binary(t)
+	bin := testbin.Binary(t)
 	u, err := url.Parse(admin)
 	if err != nil || u.Host == "" {
 		t.Fatalf("AGENTGATE_TEST_DATABASE_URL %q: want a postgres://host:port/db URL", admin)
@@ -774,28 +704,19 @@ func (h *webhook) seen() (all, accepted []string) {
 type replica struct {
 	t    *testing.T
 	name string
-	bin  string
-	args []string
-	env  []string
-	base string
-	out  *syncBuffer
+	proc *testbin.Process
+	out  *testbin.Buffer
 
 	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	exitErr error
 	stopped bool // killed or terminated by the test
 }
 
 func (c *cluster) newReplica(bin, name string) *replica {
-	port := freePort(c.t)
 	node := name + "-" + strings.TrimPrefix(c.schema, "agt_fault_")
-	r := &replica{
-		t: c.t, name: name, bin: bin, out: &syncBuffer{},
-		base: "http://127.0.0.1:" + strconv.Itoa(port),
-		args: []string{"serve", "--addr", "127.0.0.1:" + strconv.Itoa(port), "--config", c.config(name),
-			"--data-dir", c.t.TempDir()},
-		env: cleanEnv(
+	proc := testbin.New(c.t, testbin.Options{
+		Bin:  bin,
+		Args: []string{"--config", c.config(name), "--data-dir", c.t.TempDir()},
+		Env: cleanEnv(
 			"AGENTGATE_DATABASE_URL="+replicaURL(c.t, c.adminURL, c.proxy.Addr()),
 			"AGENTGATE_DATABASE_SCHEMA="+c.schema,
 			"AGENTGATE_REDIS_URL="+c.redis.URL(),
@@ -805,8 +726,9 @@ func (c *cluster) newReplica(bin, name string) *replica {
 			"AGENTGATE_JANITOR_INTERVAL="+janitorInterval,
 			"OPENAI_BASE_URL="+c.modelURL,
 		),
-	}
-	return r
+		ReadyTimeout: startTimeout,
+	})
+	return &replica{t: c.t, name: name, proc: proc, out: proc.Out}
 }
 
 func (r *replica) start() {
@@ -818,54 +740,21 @@ func (r *replica) start() {
 
 // startErr starts the process and waits until GET /readyz answers 200.
 func (r *replica) startErr() error {
+	if err := r.proc.Start(); err != nil {
+		return fmt.Errorf("replica %s: %w", r.name, err)
+	}
 	r.mu.Lock()
-	fmt.Fprintf(r.out, "----- agentgate %s\n", strings.Join(r.args, " "))
-	cmd := exec.Command(r.bin, r.args...)
-	cmd.Env = r.env
-	cmd.Stdout, cmd.Stderr = r.out, r.out
-	if err := cmd.Start(); err != nil {
-		r.mu.Unlock()
-		return fmt.Errorf("start replica %s: %w", r.name, err)
-	}
-	exited := make(chan struct{})
-	r.cmd, r.exited = cmd, exited
+	r.stopped = false
 	r.mu.Unlock()
-	go func() {
-		err := cmd.Wait()
-		r.mu.Lock()
-		r.exitErr = err
-		r.mu.Unlock()
-		fmt.Fprintf(r.out, "----- exited: %v\n", err)
-		close(exited)
-	}()
-	deadline := time.Now().Add(startTimeout)
-	for {
-		status, _, err := r.try("GET", "/readyz", nil)
-		if err == nil && status == http.StatusOK {
-			return nil
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("replica %s exited before it was ready:\n%s", r.name, r.out.String())
-		case <-time.After(pollEvery):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("replica %s not ready after %s (last: %d %v):\n%s", r.name, startTimeout, status, err, r.out.String())
-		}
-	}
+	return nil
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
 func (r *replica) kill() {
 	r.mu.Lock()
-	cmd, exited := r.cmd, r.exited
 	r.stopped = true
 	r.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Kill()
-	<-exited
+	r.proc.Kill()
 }
 
 // terminate sends SIGTERM and waits up to limit for the exit; it returns the
@@ -873,28 +762,14 @@ func (r *replica) kill() {
 func (r *replica) terminate(limit time.Duration) (error, time.Duration) {
 	r.t.Helper()
 	r.mu.Lock()
-	cmd, exited := r.cmd, r.exited
 	r.stopped = true
 	r.mu.Unlock()
-	start := time.Now()
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		r.t.Fatalf("SIGTERM replica %s: %v", r.name, err)
-	}
-	select {
-	case <-exited:
-	case <-time.After(limit):
-		// SIGQUIT makes the Go runtime print every goroutine: what it waits for.
-		_ = cmd.Process.Signal(syscall.SIGQUIT)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-		}
+	err, took := r.proc.Terminate(limit)
+	if errors.Is(err, testbin.ErrStillRunning) {
 		r.t.Fatalf("replica %s still running %s after SIGTERM (its drain budget is %s); output with goroutines:\n%s",
 			r.name, limit, drainTimeout, tail(r.out.String(), 400))
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.exitErr, time.Since(start)
+	return err, took
 }
 
 func (r *replica) alive() bool {
@@ -915,7 +790,7 @@ func (r *replica) try(method, path string, body any) (int, []byte, error) {
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, r.base+path, rd)
+	req, err := http.NewRequest(method, r.proc.Base()+path, rd)
 	if err != nil {
 		return 0, nil, err
 	}
