@@ -114,6 +114,16 @@ agents: {a: {model: {provider: openai, name: m, base_url: "localhost:11434"}}}`,
 		{"short api key", `
 server: {api_keys: [short]}
 agents: {a: {model: {provider: demo}}}`, "server.api_keys[0]: must be at least 16 characters"},
+		{"a key's bare name as an approver", `
+server: {api_keys: [{name: bob, key: bob-key-0123456789abcdef, role: approver}]}
+agents: {a: {model: {provider: demo}}}
+tools: {t: {builtin: clock, approval: {required: true, approvers: [U123, bob]}}}`,
+			`tools.t.approval.approvers[1]: "bob" is the name of an API key; write key:bob to name the key`},
+		{"a key's bare name as a caller", `
+server: {api_keys: [{name: ci, key: ci-key-0123456789abcdef, role: operator}]}
+agents: {a: {model: {provider: demo}}}
+routines: {r: {agent: a, input: hi, callers: [ci]}}`,
+			`routines.r.callers[0]: "ci" is the name of an API key; write key:ci to name the key`},
 		{"slack without default agent", `
 agents: {a: {model: {provider: demo}}}
 interfaces: {slack: {channels: {C0123OPS: a}}}`, "interfaces.slack.default_agent: required"},

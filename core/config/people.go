@@ -186,6 +186,21 @@ func (c *Config) validateKeys(lookup func(string) (string, bool)) []string {
 			}
 		}
 	}
+	// A bare approver or caller is a person or a platform user id; one that
+	// is only a key's name would never match the key (key:<name> does).
+	bareKey := func(path string, ids []string) {
+		for i, id := range ids {
+			if _, person := c.People[id]; names[id] && !person {
+				add(fmt.Sprintf("%s[%d]", path, i), "%q is the name of an API key; write key:%s to name the key", id, id)
+			}
+		}
+	}
+	for _, name := range sortedKeys(c.Tools) {
+		bareKey("tools."+name+".approval.approvers", c.Tools[name].Approval.Approvers)
+	}
+	for _, name := range sortedKeys(c.Routines) {
+		bareKey("routines."+name+".callers", c.Routines[name].Callers)
+	}
 	return p
 }
 

@@ -161,8 +161,14 @@ func (s *server) need(role approval.Role, h http.HandlerFunc) http.HandlerFunc {
 
 // forbidden answers 403 and audits the refusal.
 func (s *server) forbidden(w http.ResponseWriter, r *http.Request, p approval.Principal, why string) {
+	// The target is the approval, run or routine the path names, so a
+	// filter on it finds the refusals too; the request is in the detail.
+	target := r.PathValue("id")
+	if target == "" {
+		target = r.Method + " " + r.URL.Path
+	}
 	s.audit(r.Context(), core.AuditEntry{Principal: p.ID, Route: p.Route, Action: core.AuditForbidden,
-		Target: r.Method + " " + r.URL.Path, Outcome: core.AuditDenied, Detail: why})
+		Target: target, Outcome: core.AuditDenied, Detail: r.Method + " " + r.URL.Path + ": " + why})
 	writeError(w, http.StatusForbidden, "forbidden", why)
 }
 

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	approval "github.com/agentgate/agentgate/approvals"
@@ -74,6 +75,12 @@ func TestKeyRoles(t *testing.T) {
 		if !want[w] {
 			t.Errorf("audit has no %q entry: %+v", w, log.Items)
 		}
+	}
+	// A filter on the approval finds the role refusals of its decision too.
+	var onIt core.Page[core.AuditEntry]
+	as(adminKey).call("GET", "/api/v1/audit?action=role.refused&target="+a.ID, "", &onIt)
+	if len(onIt.Items) != 2 || !strings.HasPrefix(onIt.Items[0].Detail, "POST /api/v1/approvals/"+a.ID+"/decision: ") {
+		t.Fatalf("role refusals of the decision, by target: %+v, want the viewer's and the operator's", onIt.Items)
 	}
 	var byAction core.Page[core.AuditEntry]
 	as(adminKey).call("GET", "/api/v1/audit?action=approval.approve&target="+a.ID, "", &byAction)
