@@ -261,6 +261,16 @@ func (e *Engine) submit(ctx context.Context, req SubmitRequest, more ...Event) (
 	for i := range evs {
 		evs[i].CreatedAt = now
 	}
+	// With a worker of this process idle (or about to be: a backlog of at
+	// most one job per worker), the run starts as it is created and its
+	// job goes to that worker in memory (Handoff).
+	var start *StartAtCreate
+	hand, _ := e.cfg.Queue.(Handoff)
+	if hand != nil && e.ackInFinish && hand.Reserve(e.cfg.Workers) {
+		running := NewEvent(EventStatus, StatusChange{Status: RunRunning})
+		running.CreatedAt = now
+		start = &StartAtCreate{Owner: e.cfg.NodeID, Until: now.Add(e.cfg.ClaimTTL), Events: []Event{running}}
+	}
 	created, err := e.cfg.Store.CreateRun(ctx, NewRun{
 		Session: Session{ID: sid, AgentID: req.AgentID, UserID: req.UserID, Binding: req.Binding,
 			Title: title(req.Input), CreatedAt: now, UpdatedAt: now},
@@ -269,7 +279,16 @@ func (e *Engine) submit(ctx context.Context, req SubmitRequest, more ...Event) (
 		Platform:  platform,
 		DedupeKey: req.DedupeKey,
 		NoJob:     e.outbox != nil,
+		Start:     start,
 	})
+	if start != nil {
+		if err == nil && start.Job != nil {
+			e.cfg.Hub.ChangedTo(created.ID, RunRunning)
+			hand.Handoff(*start.Job, start.Owner, start.Until)
+		} else {
+			hand.Unreserve()
+		}
+	}
 	if err != nil {
 		return Run{}, fmt.Errorf("submit: %w", err)
 	}

@@ -59,6 +59,23 @@ func (m *scriptModel) Generate(ctx context.Context, req core.ModelRequest, onDel
 	return m.Func(n, req)
 }
 
+// waitCalls waits until the model was called n times: those steps are in
+// flight (a run's status is running from the moment a worker is promised
+// to it, before it calls the model).
+func (m *scriptModel) waitCalls(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for len(m.requests()) < n {
+		select {
+		case <-deadline:
+			t.Fatalf("model called %d times, want %d", len(m.requests()), n)
+		case <-tick.C:
+		}
+	}
+}
+
 func (m *scriptModel) requests() []core.ModelRequest {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -458,7 +475,7 @@ func TestOneSessionRunsInOrderAndSeesHistory(t *testing.T) {
 	wg.Wait()
 	wg.Go(func() { second = h.submit("a", "ses_one", "second question") })
 	wg.Wait()
-	h.waitStatus(first.ID, core.RunRunning)
+	m.waitCalls(t, 1)
 	if r, _ := h.db.GetRun(t.Context(), second.ID); r.Status != core.RunQueued {
 		t.Fatalf("second run is %s while the first runs; want queued", r.Status)
 	}
@@ -485,8 +502,7 @@ func TestSessionsRunInParallel(t *testing.T) {
 	h := newHarness(t, map[string]*core.Agent{"a": {Model: m}}, sqlite.Options{})
 	r1 := h.submit("a", "", "one")
 	r2 := h.submit("a", "", "two")
-	h.waitStatus(r1.ID, core.RunRunning)
-	h.waitStatus(r2.ID, core.RunRunning) // both in flight at once
+	m.waitCalls(t, 2) // both in flight at once
 	m.block <- struct{}{}
 	m.block <- struct{}{}
 	h.waitStatus(r1.ID, core.RunCompleted)
@@ -681,7 +697,7 @@ func TestShutdownLetsInFlightStepsFinish(t *testing.T) {
 	}
 	h := newHarness(t, map[string]*core.Agent{"a": {Model: m}}, sqlite.Options{})
 	run := h.submit("a", "", "hi")
-	h.waitStatus(run.ID, core.RunRunning)
+	m.waitCalls(t, 1)
 	stopped := make(chan struct{})
 	stop := h.stop
 	h.stop = nil

@@ -65,6 +65,24 @@ type Queue interface {
 	Depth(ctx context.Context) (int64, error)
 }
 
+// Handoff is a queue whose store can lease a job as it creates it
+// (NewRun.Start) and hand it to a local worker waiting in Dequeue, without
+// a poll or a second write: the embedded queue, where one process owns the
+// store. The job stays leased in the store, so a crash loses nothing.
+type Handoff interface {
+	// Reserve reserves a worker waiting in Dequeue, or else a place among
+	// at most backlog jobs the next free workers take first; false when
+	// there is none (or jobs wait in the queue: handing off would jump
+	// them). Each true is followed by exactly one Handoff or Unreserve.
+	Reserve(backlog int) bool
+	// Unreserve ends a reservation that has no job to hand over.
+	Unreserve()
+	// Handoff ends a reservation: the next Dequeue by consumer returns j,
+	// which the store leased to it until until, before any due job (unless
+	// the lease ran out first: the job is then due in the queue again).
+	Handoff(j Job, consumer string, until time.Time)
+}
+
 // DefaultBackoff is the retry delay every queue uses unless configured:
 // 1s·2^(attempt-1), capped at 5 minutes.
 func DefaultBackoff(attempt int) time.Duration {

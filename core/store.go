@@ -135,6 +135,24 @@ type NewRun struct {
 	// RequeueActive, which the engine calls at start and, with an external
 	// queue, every JanitorInterval.
 	NoJob bool
+	// Start, when set, starts the run in the transaction that creates it
+	// if it is its session's head (see StartAtCreate); a store that cannot
+	// leaves it queued with its job, as without Start.
+	Start *StartAtCreate
+}
+
+// StartAtCreate starts a run as it is created, so that a local worker takes
+// it without a second write (the embedded store hands the job over in
+// memory, see Handoff): the run is claimed for Owner until Until, status
+// running, Events (its status change) journaled after its first events,
+// and its job is stored leased to Owner until Until.
+type StartAtCreate struct {
+	Owner  string
+	Until  time.Time
+	Events []Event
+	// Job is set by the store to the leased job when the run was started;
+	// nil when it was left queued (an earlier run of its session is active).
+	Job *Job
 }
 
 // Normalize checks nr and fills its defaults (ids copied between run and

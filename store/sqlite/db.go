@@ -60,14 +60,16 @@ type DB struct {
 
 	mu     sync.Mutex
 	notify chan struct{} // closed and replaced when a job is enqueued
+	hand   handoff       // jobs leased at creation, for workers waiting in Dequeue (under mu)
 
 	sqlstore.Routines // the routine rules, over routineDriver
 	sqlstore.Runs     // the run rules written once, over runDriver
 }
 
 var (
-	_ core.Store = (*DB)(nil)
-	_ core.Queue = (*DB)(nil)
+	_ core.Store   = (*DB)(nil)
+	_ core.Queue   = (*DB)(nil)
+	_ core.Handoff = (*DB)(nil)
 )
 
 // Open opens (creating if needed) the database file at path and applies

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -56,9 +57,103 @@ func (db *DB) Enqueue(ctx context.Context, j core.Job) error {
 // core.Queue. Jobs enqueued through this DB wake it at once; delayed jobs and
 // expired leases are noticed within Options.PollInterval.
 func (db *DB) Dequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, error) {
+	idle := false // this waiter found nothing due and waits (counted in hand.idle)
+	setIdle := func(v bool) {
+		if v == idle {
+			return
+		}
+		d := 1
+		if !v {
+			d = -1
+		}
+		db.mu.Lock()
+		db.hand.idle += d
+		if v {
+			db.hand.overflow = false
+		}
+		db.mu.Unlock()
+		idle = v
+	}
+	defer setIdle(false)
 	return core.WaitDequeue(ctx, db.opts.PollInterval, db.wakeCh, func() (core.Job, bool, error) {
-		return db.TryDequeue(ctx, consumer, lease)
+		setIdle(false)
+		if j, ok := db.handedOff(consumer); ok {
+			return j, true, nil
+		}
+		j, ok, err := db.TryDequeue(ctx, consumer, lease)
+		setIdle(err == nil && !ok)
+		return j, ok, err
 	})
+}
+
+// handoff holds the jobs the store leased as it created their runs
+// (core.NewRun.Start) until a worker waiting in Dequeue takes them: one
+// process owns the database, so the lease written at creation is the
+// delivery, and no second write or poll is needed.
+type handoff struct {
+	idle     int // goroutines in Dequeue that found nothing due: no backlog to jump
+	reserved int // places promised by Reserve
+	jobs     []handed
+	// overflow: a Reserve was refused, so runs may wait in the table;
+	// cleared when a worker finds nothing due there.
+	overflow bool
+}
+
+// handed is a job leased at creation to consumer until until.
+type handed struct {
+	job      core.Job
+	consumer string
+	until    time.Time
+}
+
+// Reserve implements core.Handoff. Handed-off jobs are taken before due
+// ones, so a place is given only while no run waits in the table (since a
+// refusal, until a worker finds it empty): runs start in the order they
+// came.
+func (db *DB) Reserve(backlog int) bool {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	h := &db.hand
+	if h.overflow || h.reserved+len(h.jobs) >= h.idle+backlog {
+		h.overflow = true
+		return false
+	}
+	h.reserved++
+	return true
+}
+
+// Unreserve implements core.Handoff.
+func (db *DB) Unreserve() {
+	db.mu.Lock()
+	db.hand.reserved--
+	db.mu.Unlock()
+}
+
+// Handoff implements core.Handoff.
+func (db *DB) Handoff(j core.Job, consumer string, until time.Time) {
+	db.mu.Lock()
+	db.hand.reserved--
+	db.hand.jobs = append(db.hand.jobs, handed{job: j, consumer: consumer, until: until})
+	db.mu.Unlock()
+	db.wake()
+}
+
+// handedOff takes the oldest handed-off job leased to consumer whose lease
+// has not run out (one that did is due in the table again, and a dequeue
+// there delivers it under a new lease).
+func (db *DB) handedOff(consumer string) (core.Job, bool) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	now := db.opts.Clock.Now()
+	// What ran out is due in the table again; drop it here.
+	db.hand.jobs = slices.DeleteFunc(db.hand.jobs, func(h handed) bool { return !now.Before(h.until) })
+	for i, h := range db.hand.jobs {
+		if h.consumer == consumer {
+			db.hand.jobs = slices.Delete(db.hand.jobs, i, i+1)
+			return h.job, true
+		}
+	}
+	return core.Job{}, false
 }
 
 // TryDequeue leases the oldest due job to consumer, or reports ok=false when
@@ -69,6 +164,16 @@ func (db *DB) Dequeue(ctx context.Context, consumer string, lease time.Duration)
 func (db *DB) TryDequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, bool, error) {
 	if err := sqlstore.CheckDequeue(consumer, lease); err != nil {
 		return core.Job{}, false, err
+	}
+	// Look on a reader first: workers woken together by one enqueue, and
+	// polls that find nothing, take no write transaction.
+	var due int
+	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM jobs
+		WHERE dead_at IS NULL AND visible_at <= ? LIMIT 1)`, db.opts.Clock.Now().UnixNano()).Scan(&due); err != nil {
+		return core.Job{}, false, fmt.Errorf("dequeue: %w", err)
+	}
+	if due == 0 {
+		return core.Job{}, false, nil
 	}
 	var (
 		j  core.Job

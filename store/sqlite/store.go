@@ -428,12 +428,50 @@ func (d runDriver) ClaimRun(ctx context.Context, c sqlstore.Claim) (core.Run, bo
 	return out, claimed, err
 }
 
+var _ sqlstore.Starter = runDriver{}
+
+// StartCreated implements sqlstore.Starter.
+func (d runDriver) StartCreated(ctx context.Context, rt sqlstore.RunTx, run core.Run, st core.StartAtCreate, job core.Job) (sqlstore.StartedAtCreate, bool, error) {
+	tx := rt.(runTx).tx
+	var earlier int
+	err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM runs
+		WHERE session_id = ? AND status IN `+activeStatuses+` AND id <> ? LIMIT 1)`, run.SessionID, run.ID).Scan(&earlier)
+	if err != nil || earlier > 0 {
+		return sqlstore.StartedAtCreate{}, false, err // the session's head goes first; finishing it enqueues this run
+	}
+	now := d.db.opts.Clock.Now()
+	r, err := scanRun(tx.QueryRowContext(ctx, `UPDATE runs SET claimed_by = ?, claim_until = ?, status = 'running',
+		started_at = ? WHERE id = ? RETURNING `+runCols, st.Owner, st.Until.UnixNano(), now.UnixNano(), run.ID))
+	if err != nil {
+		return sqlstore.StartedAtCreate{}, false, fmt.Errorf("start run %s: %w", run.ID, err)
+	}
+	evs, err := appendTx(ctx, tx, run.ID, r.LastSeq, st.Events)
+	if err != nil {
+		return sqlstore.StartedAtCreate{}, false, err
+	}
+	r.LastSeq += int64(len(evs))
+	job = sqlstore.NewJob(job, now)
+	job.Attempt, job.MaxAttempts, job.Lease = 1, d.db.maxAttempts(job.MaxAttempts), core.NewID("lease")
+	if _, err := tx.ExecContext(ctx, `INSERT INTO jobs(id, kind, key, payload, attempt, max_attempts, visible_at, created_at,
+		consumer, lease) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?)`, job.ID, job.Kind, job.Key, []byte(job.Payload), job.MaxAttempts,
+		st.Until.UnixNano(), now.UnixNano(), st.Owner, job.Lease); err != nil {
+		return sqlstore.StartedAtCreate{}, false, fmt.Errorf("enqueue %s leased: %w", job.Kind, err)
+	}
+	return sqlstore.StartedAtCreate{Run: r.Run, Job: job}, true, nil
+}
+
 // StartRun claims in one write transaction (the head check, the
 // compare-and-set and the start events), then reads the journal and the
-// history from a reader.
+// history from a reader. A run this owner claimed as it created it
+// (core.NewRun.Start), whose claim still holds, is only read: no write.
 func (d runDriver) StartRun(ctx context.Context, s core.Start) (core.Started, bool, error) {
 	var out core.Started
 	claimed := false
+	if r, err := getRun(ctx, d.db.r, s.ID); err == nil && r.Status == core.RunRunning && r.ClaimedBy == s.Owner &&
+		r.ClaimUntil != nil && s.Now.Before(*r.ClaimUntil) {
+		out.Run = r.Run
+		return d.readStarted(ctx, s, out)
+	}
 	err := d.db.tx(ctx, func(tx *txn) error {
 		was, err := getRun(ctx, tx, s.ID) // one writer: the status stays as read
 		if errors.Is(err, core.ErrNotFound) {
@@ -468,6 +506,12 @@ func (d runDriver) StartRun(ctx context.Context, s core.Start) (core.Started, bo
 	if err != nil || !claimed {
 		return core.Started{}, false, err
 	}
+	return d.readStarted(ctx, s, out)
+}
+
+// readStarted reads the journal and history of a run started as out.
+func (d runDriver) readStarted(ctx context.Context, s core.Start, out core.Started) (core.Started, bool, error) {
+	var err error
 	if out.Journal, err = d.db.Events(ctx, s.ID, 0, 0); err != nil {
 		return core.Started{}, false, err
 	}

@@ -151,6 +151,23 @@ type RunDriver interface {
 	SessionHead(ctx context.Context, sessionID string) (RunRow, error)
 }
 
+// Starter is a RunDriver that can start a run in the transaction that
+// creates it (core.NewRun.Start).
+type Starter interface {
+	// StartCreated, in tx, claims run (just created) for st.Owner until
+	// st.Until if no earlier run of its session is active (status running,
+	// started now), appends st.Events (checked) after its journal, and
+	// stores job leased to st.Owner until st.Until (its first delivery).
+	// False, with nothing changed, when an earlier run is active.
+	StartCreated(ctx context.Context, tx RunTx, run core.Run, st core.StartAtCreate, job core.Job) (StartedAtCreate, bool, error)
+}
+
+// StartedAtCreate is the run a Starter started and its leased job.
+type StartedAtCreate struct {
+	Run core.Run
+	Job core.Job
+}
+
 // Runs implements the run and approval transitions of core.Store over a
 // driver; the driver serves the reads itself.
 type Runs struct {
@@ -215,17 +232,39 @@ func (s Runs) CreateRun(ctx context.Context, nr core.NewRun) (core.Run, error) {
 	if nr.Events, err = CheckEvents(nr.Events, nr.Run.CreatedAt); err != nil {
 		return core.Run{}, fmt.Errorf("create run %s: %w", nr.Run.ID, err)
 	}
-	var out []core.Run
+	st := nr.Start
+	if st != nil {
+		if st.Events, err = CheckEvents(st.Events, nr.Run.CreatedAt); err != nil {
+			return core.Run{}, fmt.Errorf("create run %s: start: %w", nr.Run.ID, err)
+		}
+		st.Job = nil
+	}
+	starter, _ := s.D.(Starter)
+	var (
+		out []core.Run
+		job core.Job
+	)
 	err = s.D.RunTx(ctx, func(tx RunTx) error {
 		if out, err = tx.CreateRuns(ctx, []core.NewRun{nr}); err != nil || nr.NoJob {
 			return err
+		}
+		if st != nil && starter != nil {
+			started, ok, err := starter.StartCreated(ctx, tx, out[0], *st, core.RunJobFor(nr.Run.ID))
+			if err != nil || ok {
+				out[0], job = started.Run, started.Job
+				return err
+			}
 		}
 		return tx.Enqueue(ctx, core.RunJobFor(nr.Run.ID))
 	})
 	if err != nil {
 		return core.Run{}, fmt.Errorf("create run %s: %w", nr.Run.ID, err)
 	}
-	s.D.Enqueued()
+	if job.ID != "" {
+		st.Job = &job // handed to a local worker, not announced to the others
+	} else {
+		s.D.Enqueued()
+	}
 	return out[0], nil
 }
 
