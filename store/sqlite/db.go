@@ -61,6 +61,7 @@ type DB struct {
 	mu     sync.Mutex
 	notify chan struct{} // closed and replaced when a job is enqueued
 	hand   handoff       // jobs leased at creation, for workers waiting in Dequeue (under mu)
+	handCh chan struct{} // a signal per handed-off job, for one waiting worker
 
 	sqlstore.Routines // the routine rules, over routineDriver
 	sqlstore.Runs     // the run rules written once, over runDriver
@@ -121,7 +122,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		r.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	db := &DB{w: w, wst: newStmtCache(w), r: &readPool{DB: r, st: newStmtCache(r)}, ck: ck, path: path, opts: opts, notify: make(chan struct{}), commits: newCommitter()}
+	db := &DB{w: w, wst: newStmtCache(w), r: &readPool{DB: r, st: newStmtCache(r)}, ck: ck, path: path, opts: opts, notify: make(chan struct{}), handCh: make(chan struct{}, 1024), commits: newCommitter()}
 	db.Routines, db.Runs = sqlstore.Routines{D: routineDriver{db}}, sqlstore.Runs{D: runDriver{db}}
 	go db.commits.run(db)
 	if err := db.migrate(ctx); err != nil {

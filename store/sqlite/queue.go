@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -75,15 +76,36 @@ func (db *DB) Dequeue(ctx context.Context, consumer string, lease time.Duration)
 		idle = v
 	}
 	defer setIdle(false)
-	return core.WaitDequeue(ctx, db.opts.PollInterval, db.wakeCh, func() (core.Job, bool, error) {
+	// As core.WaitDequeue, but a handed-off job wakes one waiter (handCh),
+	// not all of them as an enqueue does.
+	timer := time.NewTimer(db.opts.PollInterval)
+	defer timer.Stop()
+	for {
+		if err := ctx.Err(); err != nil {
+			return core.Job{}, err
+		}
+		woken := db.wakeCh()
 		setIdle(false)
 		if j, ok := db.handedOff(consumer); ok {
-			return j, true, nil
+			return j, nil
 		}
 		j, ok, err := db.TryDequeue(ctx, consumer, lease)
-		setIdle(err == nil && !ok)
-		return j, ok, err
-	})
+		if err != nil {
+			return core.Job{}, cmp.Or(ctx.Err(), err)
+		}
+		if ok {
+			return j, nil
+		}
+		setIdle(true)
+		timer.Reset(db.opts.PollInterval)
+		select {
+		case <-ctx.Done():
+			return core.Job{}, ctx.Err()
+		case <-woken:
+		case <-db.handCh:
+		case <-timer.C:
+		}
+	}
 }
 
 // handoff holds the jobs the store leased as it created their runs
@@ -135,7 +157,10 @@ func (db *DB) Handoff(j core.Job, consumer string, until time.Time) {
 	db.hand.reserved--
 	db.hand.jobs = append(db.hand.jobs, handed{job: j, consumer: consumer, until: until})
 	db.mu.Unlock()
-	db.wake()
+	select {
+	case db.handCh <- struct{}{}: // one waiter takes it
+	default: // as many signals wait as can be taken; the poll finds the rest
+	}
 }
 
 // handedOff takes the oldest handed-off job leased to consumer whose lease
