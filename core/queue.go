@@ -98,8 +98,9 @@ func DefaultBackoff(attempt int) time.Duration {
 // WaitDequeue is the blocking Dequeue of a polling queue: it calls try until
 // a job is due, waiting between looks for wake (taken before each look, so a
 // job enqueued just after it still wakes the wait) or poll, and returns
-// ctx.Err() when ctx ends first.
-func WaitDequeue(ctx context.Context, poll time.Duration, wake func() <-chan struct{},
+// ctx.Err() when ctx ends first. A value on one (nil: none) also ends a
+// wait: a signal meant for a single waiter, where wake's close wakes all.
+func WaitDequeue(ctx context.Context, poll time.Duration, wake func() <-chan struct{}, one <-chan struct{},
 	try func() (Job, bool, error)) (Job, error) {
 	timer := time.NewTimer(poll)
 	defer timer.Stop()
@@ -123,6 +124,7 @@ func WaitDequeue(ctx context.Context, poll time.Duration, wake func() <-chan str
 		case <-ctx.Done():
 			return Job{}, ctx.Err()
 		case <-woken:
+		case <-one:
 		case <-timer.C:
 		}
 	}

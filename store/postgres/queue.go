@@ -55,7 +55,7 @@ func (db *DB) Enqueue(ctx context.Context, j core.Job) error {
 // are noticed within Options.PollInterval.
 func (db *DB) Dequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, error) {
 	db.startListener()
-	return core.WaitDequeue(ctx, db.opts.PollInterval, db.wakeCh, func() (core.Job, bool, error) {
+	return core.WaitDequeue(ctx, db.opts.PollInterval, db.wakeCh, nil, func() (core.Job, bool, error) {
 		return db.TryDequeue(ctx, consumer, lease)
 	})
 }

@@ -277,8 +277,16 @@ func (db *DB) enqueueTx(ctx context.Context, tx *txn, j core.Job) error {
 			return nil
 		}
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO jobs(id, kind, key, payload, attempt, max_attempts, visible_at, created_at)
-		VALUES (?, ?, ?, ?, 0, ?, ?, ?)`, j.ID, j.Kind, j.Key, []byte(j.Payload), j.MaxAttempts, runAt.UnixNano(), now.UnixNano())
+	return insertJobTx(ctx, tx, j, "", runAt, now)
+}
+
+// insertJobTx inserts job j (as sqlstore.NewJob made it), visible at
+// visibleAt: a waiting job (consumer "", j.Attempt 0), or one delivered to
+// consumer under j.Lease until visibleAt.
+func insertJobTx(ctx context.Context, tx *txn, j core.Job, consumer string, visibleAt, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO jobs(id, kind, key, payload, attempt, max_attempts, visible_at, created_at,
+		consumer, lease) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, j.ID, j.Kind, j.Key, []byte(j.Payload), j.Attempt,
+		j.MaxAttempts, visibleAt.UnixNano(), now.UnixNano(), consumer, j.Lease)
 	if err != nil {
 		return fmt.Errorf("enqueue %s: %w", j.Kind, err)
 	}

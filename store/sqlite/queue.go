@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -76,36 +75,16 @@ func (db *DB) Dequeue(ctx context.Context, consumer string, lease time.Duration)
 		idle = v
 	}
 	defer setIdle(false)
-	// As core.WaitDequeue, but a handed-off job wakes one waiter (handCh),
-	// not all of them as an enqueue does.
-	timer := time.NewTimer(db.opts.PollInterval)
-	defer timer.Stop()
-	for {
-		if err := ctx.Err(); err != nil {
-			return core.Job{}, err
-		}
-		woken := db.wakeCh()
+	// A handed-off job wakes one waiter (handCh), not all as an enqueue does.
+	return core.WaitDequeue(ctx, db.opts.PollInterval, db.wakeCh, db.handCh, func() (core.Job, bool, error) {
 		setIdle(false)
 		if j, ok := db.handedOff(consumer); ok {
-			return j, nil
+			return j, true, nil
 		}
 		j, ok, err := db.TryDequeue(ctx, consumer, lease)
-		if err != nil {
-			return core.Job{}, cmp.Or(ctx.Err(), err)
-		}
-		if ok {
-			return j, nil
-		}
-		setIdle(true)
-		timer.Reset(db.opts.PollInterval)
-		select {
-		case <-ctx.Done():
-			return core.Job{}, ctx.Err()
-		case <-woken:
-		case <-db.handCh:
-		case <-timer.C:
-		}
-	}
+		setIdle(err == nil && !ok)
+		return j, ok, err
+	})
 }
 
 // handoff holds the jobs the store leased as it created their runs

@@ -451,12 +451,11 @@ func (d runDriver) StartCreated(ctx context.Context, rt sqlstore.RunTx, run core
 	}
 	r.LastSeq += int64(len(evs))
 	job = sqlstore.NewJob(job, now)
-	job.Attempt, job.MaxAttempts, job.Lease = 1, d.db.maxAttempts(job.MaxAttempts), core.NewID("lease")
-	if _, err := tx.ExecContext(ctx, `INSERT INTO jobs(id, kind, key, payload, attempt, max_attempts, visible_at, created_at,
-		consumer, lease) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?)`, job.ID, job.Kind, job.Key, []byte(job.Payload), job.MaxAttempts,
-		st.Until.UnixNano(), now.UnixNano(), st.Owner, job.Lease); err != nil {
-		return sqlstore.StartedAtCreate{}, false, fmt.Errorf("enqueue %s leased: %w", job.Kind, err)
+	job.Attempt, job.Lease = 1, core.NewID("lease")
+	if err := insertJobTx(ctx, tx, job, st.Owner, st.Until, now); err != nil {
+		return sqlstore.StartedAtCreate{}, false, err
 	}
+	job.MaxAttempts = d.db.maxAttempts(job.MaxAttempts) // as a dequeue reports it
 	return sqlstore.StartedAtCreate{Run: r.Run, Job: job}, true, nil
 }
 
