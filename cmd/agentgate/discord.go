@@ -86,37 +86,3 @@ func (w *discordWiring) gateway(db storeDB, nodeID string, log *slog.Logger, h *
 		return nil
 	}
 }
-
-// progressHooks shows a run live through every hook that shows it (nil
-// hooks and sinks are skipped).
-func progressHooks(hooks ...func(core.Run) core.ProgressSink) func(core.Run) core.ProgressSink {
-	return func(run core.Run) core.ProgressSink {
-		var sinks progressSinks
-		for _, h := range hooks {
-			if h == nil {
-				continue
-			}
-			if s := h(run); s != nil {
-				sinks = append(sinks, s)
-			}
-		}
-		if len(sinks) == 0 {
-			return nil
-		}
-		return sinks
-	}
-}
-
-type progressSinks []core.ProgressSink
-
-func (s progressSinks) Delta(text string) {
-	for _, p := range s {
-		p.Delta(text)
-	}
-}
-
-func (s progressSinks) Close(reason core.ProgressEnd) {
-	for _, p := range s {
-		p.Close(reason)
-	}
-}

@@ -277,22 +277,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	onFinish, handlers := rt.OnFinish, rt.Handlers()
 	maps.Copy(handlers, (&ichat.Approvals{Store: db, Renderers: renderers, Logger: log}).Handlers())
-	var progress func(core.Run) core.ProgressSink
+	platforms := map[string]ichat.Platform{} // who answers a chat run, by the run's platform
 	if sw != nil {
-		onFinish = finishHooks(rt.OnFinish, sw.replier.OnFinish)
-		maps.Copy(handlers, sw.replier.Handlers())
-		progress = sw.replier.Progress // Slack answers show live while written
+		platforms[ichat.PlatformSlack] = sw.replier
 	}
 	if tw != nil {
-		onFinish = finishHooks(onFinish, tw.notifier.OnFinish)
-		maps.Copy(handlers, tw.notifier.Handlers())
-		progress = progressHooks(progress, tw.notifier.Progress) // Telegram answers show live too
+		platforms[ichat.PlatformTelegram] = tw.notifier
 	}
 	if dw != nil {
-		onFinish = finishHooks(onFinish, dw.replier.OnFinish)
-		maps.Copy(handlers, dw.replier.Handlers())
-		progress = progressHooks(progress, dw.replier.Progress) // Discord answers too
+		platforms[ichat.PlatformDiscord] = dw.replier
 	}
+	replies, err := ichat.NewReplies(ichat.RepliesConfig{Store: db, Platforms: platforms, Clock: clock, Logger: log})
+	if err != nil {
+		return err
+	}
+	onFinish = finishHooks(onFinish, replies.OnFinish)
+	maps.Copy(handlers, replies.Handlers())
 	ms, err := mcpFromEnv()
 	if err != nil {
 		return err
@@ -308,7 +308,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	eng, err := core.NewEngine(core.EngineConfig{
 		Store: db, Queue: b.queue, Agents: agents, Hub: hub, Clock: clock, Logger: log,
 		Observer: m, NodeID: s.nodeID, Workers: cfg.Server.Workers, JanitorInterval: b.janitor, ClaimTTL: s.claimTTL,
-		OnFinish: onFinish, Handlers: handlers, Progress: progress, ExternalApproval: ms.approval,
+		OnFinish: onFinish, Handlers: handlers, Progress: replies.Progress, ExternalApproval: ms.approval,
 	})
 	if err != nil {
 		return err

@@ -3,54 +3,203 @@ package chat
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/agentgate/agentgate/core"
 )
 
-// replyJob is the payload of a platform's reply job.
+// JobReply is the job kind that answers a finished chat run in its
+// conversation. The engine enqueues one per chat run, in the transaction
+// that finishes it (Replies.OnFinish), so no answer is lost to a crash; its
+// handler hands the answer to the run's platform.
+const JobReply = "chat.reply"
+
+// legacyReplyKinds are the per-platform reply jobs of earlier releases. A
+// store upgraded with some still queued gets them handled like JobReply (a
+// second one for the same run finds its messages sent and posts nothing).
+var legacyReplyKinds = []string{"slack.reply", "discord.reply", "telegram.reply"}
+
+// replyJob is the payload of a reply job.
 type replyJob struct {
 	RunID string `json:"run_id"`
 }
 
-// ReplyJobs is a platform replier's finish hook (core.EngineConfig.OnFinish)
-// for job kind: every chat run gets a reply job, committed with its end, so
-// no answer is lost to a crash; the handler skips runs of other platforms
-// (ReplyTarget).
-func ReplyJobs(kind string, run core.Run) []core.Job {
-	if run.Type != core.RunTypeChat {
+// Answer is a finished chat run's answer, handed to its platform.
+type Answer struct {
+	Run     core.Run
+	Binding core.Binding
+	// Text is the answer in Markdown (ReplyText): never empty.
+	Text string
+	// Live is the ref of the live message of the run's last segment, as
+	// the platform's StartLive returned it, when that message was posted;
+	// the answer then replaces it. Empty when there is none.
+	Live string
+}
+
+// Platform is what a chat adapter gives the reply pipeline: its wire
+// format. The pipeline (Replies, Live) reads the run, routes it, keeps the
+// outbox of live messages and paces them; the platform renders and calls
+// its API.
+type Platform interface {
+	// Reply posts a's answer in its conversation, each message through
+	// the outbox, once; an error retries the job.
+	Reply(ctx context.Context, a Answer) error
+	// LiveKey names the outbox entry of the live message of segment seg
+	// (Segment) of run runID.
+	LiveKey(runID string, seg int) string
+	// StartLive posts the live message of run in b, showing text (the
+	// answer so far; "" while nothing is written), and returns the
+	// message and its ref. An error for which MaybePosted is true leaves
+	// the message's outcome unknown: it then gets nothing more.
+	StartLive(ctx context.Context, run core.Run, b core.Binding, text string) (LiveMessage, string, error)
+	// ResumeLive goes on with the live message ref that an earlier attempt
+	// at the same segment posted (a step retried, a node gone); its text is
+	// unknown. Nil when it cannot be resumed.
+	ResumeLive(ctx context.Context, b core.Binding, ref string) LiveMessage
+	// MaybePosted reports whether a failed post may have posted all the same.
+	MaybePosted(err error) bool
+}
+
+// LiveMessage is one live message a Platform shows.
+type LiveMessage interface {
+	// Show brings the message up to date with text, everything the model
+	// wrote so far; one platform call at most.
+	Show(ctx context.Context, text string) error
+	// End shows text followed by note (Markdown, its own paragraph) and
+	// ends the message.
+	End(ctx context.Context, text, note string) error
+}
+
+// ReplyStore is what the reply pipeline reads and records; core.Store is one.
+type ReplyStore interface {
+	RunSessions
+	EventReader
+	core.Outbox
+}
+
+// RepliesConfig configures Replies.
+type RepliesConfig struct {
+	Store ReplyStore // required
+	// Platforms are the configured adapters by platform name
+	// (PlatformSlack, …). A run of another platform gets no answer.
+	Platforms map[string]Platform
+	Clock     core.Clock
+	Logger    *slog.Logger
+	// LiveInterval is the pace of live messages: one shows once a run
+	// has taken LiveInterval (a quicker answer is simply posted), then
+	// takes at most one call per LiveInterval. Default 1s, the pace
+	// Slack, Discord and Telegram allow for one conversation.
+	LiveInterval time.Duration
+	// LiveCloseTimeout is how long the end of a live message waits for a
+	// platform call in flight before abandoning it: the run's change
+	// (finish, pause) waits that long at most. Default 5s.
+	LiveCloseTimeout time.Duration
+	// Ticker paces live messages; tests replace it. Default time.NewTicker.
+	Ticker func(d time.Duration) (<-chan time.Time, func())
+}
+
+// Replies answers finished chat runs in their conversations and shows them
+// live while they are written, for every platform, once.
+type Replies struct {
+	cfg RepliesConfig
+}
+
+// NewReplies checks cfg and returns the pipeline.
+func NewReplies(cfg RepliesConfig) (*Replies, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("chat: replies need a store")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = core.SystemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.LiveInterval <= 0 {
+		cfg.LiveInterval = time.Second
+	}
+	if cfg.LiveCloseTimeout <= 0 {
+		cfg.LiveCloseTimeout = 5 * time.Second
+	}
+	if cfg.Ticker == nil {
+		cfg.Ticker = func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		}
+	}
+	return &Replies{cfg: cfg}, nil
+}
+
+// OnFinish is the engine's finish hook (core.EngineConfig.OnFinish): a
+// chat run gets one reply job.
+func (p *Replies) OnFinish(run core.Run, _ core.RunStatus) []core.Job {
+	if run.Type != core.RunTypeChat || len(p.cfg.Platforms) == 0 {
 		return nil
 	}
-	p, _ := json.Marshal(replyJob{RunID: run.ID}) // strings always marshal
-	return []core.Job{{Kind: kind, Key: kind + ":" + run.ID, Payload: p}}
+	payload, _ := json.Marshal(replyJob{RunID: run.ID}) // strings always marshal
+	return []core.Job{{Kind: JobReply, Key: JobReply + ":" + run.ID, Payload: payload}}
+}
+
+// Handlers returns the engine job handlers of the pipeline.
+func (p *Replies) Handlers() map[string]func(context.Context, core.Job) error {
+	h := map[string]func(context.Context, core.Job) error{JobReply: p.Handle}
+	for _, kind := range legacyReplyKinds {
+		h[kind] = p.Handle
+	}
+	return h
+}
+
+// Handle runs a reply job: it reads the finished run and its conversation
+// and hands the answer, with the live message it replaces, to the run's
+// platform.
+func (p *Replies) Handle(ctx context.Context, job core.Job) error {
+	var payload replyJob
+	if err := json.Unmarshal(job.Payload, &payload); err != nil {
+		return core.Permanent(fmt.Errorf("reply job %s: %w", job.ID, err))
+	}
+	st := p.cfg.Store
+	run, err := st.GetRun(ctx, payload.RunID)
+	if err != nil {
+		return err
+	}
+	if !run.Status.Terminal() {
+		return fmt.Errorf("reply: run %s is %s, not finished", run.ID, run.Status)
+	}
+	sess, err := st.GetSession(ctx, run.SessionID)
+	if err != nil {
+		return err
+	}
+	b := sess.Binding
+	plat := p.cfg.Platforms[b.Platform]
+	text := ReplyText(run)
+	if plat == nil || b.Channel == "" || text == "" {
+		return nil
+	}
+	seg, err := Segment(ctx, st, run.ID)
+	if err != nil {
+		return err
+	}
+	a := Answer{Run: run, Binding: b, Text: text}
+	state, ref, err := st.SendRef(ctx, plat.LiveKey(run.ID, seg))
+	switch {
+	case errors.Is(err, core.ErrNotFound):
+	case err != nil:
+		return err
+	case state == core.SendSent:
+		a.Live = ref
+	case state != core.SendFailed:
+		p.cfg.Logger.Warn(b.Platform+" live message outcome unknown; posting the answer as a new message", "run", run.ID, "state", state)
+	}
+	return plat.Reply(ctx, a)
 }
 
 // RunSessions reads runs and sessions; core.Store is one.
 type RunSessions interface {
 	GetRun(ctx context.Context, id string) (core.Run, error)
 	GetSession(ctx context.Context, id string) (core.Session, error)
-}
-
-// ReplyTarget reads the finished run of a reply job (ReplyJobs) and the
-// conversation it answers in; ok is false when that is not a conversation
-// of platform.
-func ReplyTarget(ctx context.Context, st RunSessions, job core.Job, platform string) (run core.Run, b core.Binding, ok bool, err error) {
-	var p replyJob
-	if err := json.Unmarshal(job.Payload, &p); err != nil {
-		return run, b, false, fmt.Errorf("%s reply job %s: %w", platform, job.ID, err)
-	}
-	if run, err = st.GetRun(ctx, p.RunID); err != nil {
-		return run, b, false, err
-	}
-	if !run.Status.Terminal() {
-		return run, b, false, fmt.Errorf("%s reply: run %s is %s, not finished", platform, run.ID, run.Status)
-	}
-	sess, err := st.GetSession(ctx, run.SessionID)
-	if err != nil {
-		return run, b, false, err
-	}
-	b = sess.Binding
-	return run, b, b.Platform == platform && b.Channel != "", nil
 }
 
 // EventReader reads a run's journal; core.Store is one.
@@ -73,4 +222,22 @@ func Segment(ctx context.Context, st EventReader, runID string) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// Finalize makes a live message the first message of an answer, once: edit
+// runs unless the entry key says an earlier attempt did. An edit whose
+// outcome is unknown is made again (it cannot double anything).
+func Finalize(ctx context.Context, ob core.Outbox, clock core.Clock, key, ref string, edit func(context.Context) error) error {
+	now := func() time.Time { return clock.Now().UTC() }
+	claimed, state, err := ob.ClaimSend(ctx, key, now())
+	if err != nil {
+		return err
+	}
+	if !claimed && state == core.SendSent {
+		return nil
+	}
+	if err := edit(ctx); err != nil { // left claimable: the edit can be made again
+		return errors.Join(err, ob.SetSendState(ctx, key, core.SendFailed, "", now()))
+	}
+	return ob.SetSendState(ctx, key, core.SendSent, ref, now())
 }

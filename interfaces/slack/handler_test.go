@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
 	"github.com/agentgate/agentgate/interfaces/slack"
 	"github.com/agentgate/agentgate/interfaces/slack/slacktest"
 	"github.com/agentgate/agentgate/store/sqlite"
@@ -60,12 +61,16 @@ func newGateway(t *testing.T, opts ...func(*slack.HandlerConfig)) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
+	replies, err := chat.NewReplies(chat.RepliesConfig{Store: db, Platforms: map[string]chat.Platform{chat.PlatformSlack: rep}, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
 	eng, err := core.NewEngine(core.EngineConfig{Store: db, Queue: db, Logger: log,
 		Agents: map[string]*core.Agent{
 			"helper": {ID: "helper", Model: echoModel{"helper"}},
 			"ops":    {ID: "ops", Model: echoModel{"ops"}},
 		},
-		OnFinish: rep.OnFinish, Handlers: rep.Handlers()})
+		OnFinish: replies.OnFinish, Handlers: replies.Handlers()})
 	if err != nil {
 		t.Fatal(err)
 	}

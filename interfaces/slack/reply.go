@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	slackapi "github.com/slack-go/slack"
 
@@ -15,16 +14,8 @@ import (
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
-// JobReply is the job kind that posts a finished chat run's answer in its
-// Slack thread. The engine enqueues it in the transaction that finishes the
-// run (see Replier.OnFinish), so no answer is lost to a crash.
-const JobReply = "slack.reply"
-
 // ReplyStore is what the Replier reads and records.
 type ReplyStore interface {
-	GetRun(ctx context.Context, id string) (core.Run, error)
-	GetSession(ctx context.Context, id string) (core.Session, error)
-	Events(ctx context.Context, runID string, afterSeq int64, limit int) ([]core.Event, error)
 	core.Outbox
 }
 
@@ -34,18 +25,17 @@ type ReplierConfig struct {
 	Client *Client    // required
 	Clock  core.Clock // default the system clock
 	Logger *slog.Logger
-	// Live paces the answers shown while the model writes them (Progress).
-	Live LiveConfig
 }
 
-// Replier posts finished runs' answers in their Slack threads, and shows
-// them live while they are written (Progress).
+// Replier is Slack's chat.Platform: it posts finished runs' answers in
+// their Slack threads, and shows them live while they are written.
 type Replier struct {
 	cfg ReplierConfig
 	sender
-	ticker        tickerFunc // paces live replies; tests replace it
-	streamRefused sync.Map   // channel → true: Slack refused chat.startStream there
+	streamRefused sync.Map // channel → true: Slack refused chat.startStream there
 }
+
+var _ chat.Platform = (*Replier)(nil)
 
 // NewReplier checks cfg and returns the replier.
 func NewReplier(cfg ReplierConfig) (*Replier, error) {
@@ -58,57 +48,26 @@ func NewReplier(cfg ReplierConfig) (*Replier, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Live.Interval <= 0 {
-		cfg.Live.Interval = time.Second
-	}
-	if cfg.Live.CloseTimeout <= 0 {
-		cfg.Live.CloseTimeout = 5 * time.Second
-	}
-	return &Replier{
-		cfg:    cfg,
-		sender: sender{outbox: cfg.Store, client: cfg.Client, clock: cfg.Clock, log: cfg.Logger},
-		ticker: realTicker,
-	}, nil
+	return &Replier{cfg: cfg, sender: sender{outbox: cfg.Store, client: cfg.Client, clock: cfg.Clock, log: cfg.Logger}}, nil
 }
 
-// OnFinish is the engine's finish hook (core.EngineConfig.OnFinish): every
-// chat run gets a JobReply job; its handler skips runs of other platforms.
-func (r *Replier) OnFinish(run core.Run, _ core.RunStatus) []core.Job {
-	return chat.ReplyJobs(JobReply, run)
-}
-
-// Handlers returns the engine job handlers of the replier.
-func (r *Replier) Handlers() map[string]func(context.Context, core.Job) error {
-	return map[string]func(context.Context, core.Job) error{JobReply: r.Handle}
-}
-
-// Handle posts the answer of the job's run, one Slack message per chunk.
-// Each chunk goes through the outbox: the intent is recorded before
+// Reply implements chat.Platform: one Slack message per chunk of the
+// answer. Each chunk goes through the outbox: the intent is recorded before
 // chat.postMessage and the ts after it. A retried job skips the chunks
 // already sent, and never posts again a chunk whose earlier outcome is
 // unknown (it is marked uncertain and logged): a missing chunk is better
-// than a doubled answer. When the run showed live (Progress), its live
-// message is edited into the first chunk instead. An error retries the job.
-func (r *Replier) Handle(ctx context.Context, job core.Job) error {
-	run, b, ok, err := chat.ReplyTarget(ctx, r.cfg.Store, job, chat.PlatformSlack)
-	if err != nil || !ok {
-		return err
-	}
-	text := chat.ReplyText(run)
-	if text == "" {
-		return nil
-	}
-	live, err := r.liveMessage(ctx, run.ID)
-	if err != nil {
-		return err
-	}
-	for i, sections := range Messages(Mrkdwn(text)) {
-		key := "slack:reply:" + run.ID + ":" + strconv.Itoa(i)
+// than a doubled answer. When the run showed live, its live message is
+// edited into the first chunk instead. An error retries the job.
+func (r *Replier) Reply(ctx context.Context, a chat.Answer) error {
+	live, isLive := parseLiveRef(a.Live)
+	for i, sections := range Messages(Mrkdwn(a.Text)) {
+		key := "slack:reply:" + a.Run.ID + ":" + strconv.Itoa(i)
 		body, blocks := strings.Join(sections, "\n\n"), sectionBlocks(sections)
-		if i == 0 && live != nil {
-			err = r.finalize(ctx, key, b, *live, body, blocks)
+		var err error
+		if i == 0 && isLive {
+			err = r.finalize(ctx, key, a.Binding, live, body, blocks)
 		} else {
-			_, err = r.postOnce(ctx, key, b.Channel, b.Thread, body, blocks)
+			_, err = r.postOnce(ctx, key, a.Binding.Channel, a.Binding.Thread, body, blocks)
 		}
 		if err != nil {
 			return err

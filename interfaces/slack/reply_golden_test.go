@@ -40,14 +40,14 @@ func TestLiveReplyPayloadGolden(t *testing.T) {
 	t.Parallel()
 	said := "Deploying **web** to `staging`."
 	edit := func(note string) map[string]any {
-		text, blocks := firstMessage(joinNote(said, note))
+		text, blocks := firstMessage(chat.JoinNote(said, note))
 		return map[string]any{"text": text, "blocks": blocks}
 	}
 	goldenJSON(t, "reply_live", map[string]any{
 		"thinking":         map[string]any{"text": thinkingNote, "blocks": thinkingBlocks()},
-		"paused_stream":    map[string]any{"markdown_text": joinNote(said, pausedNote)[len(said):]},
-		"paused_edit":      edit(pausedNote),
-		"cancelled_stream": map[string]any{"markdown_text": joinNote(said, cancelledNote)[len(said):]},
-		"cancelled_edit":   edit(cancelledNote),
+		"paused_stream":    map[string]any{"markdown_text": chat.JoinNote(said, chat.NotePaused)[len(said):]},
+		"paused_edit":      edit(chat.NotePaused),
+		"cancelled_stream": map[string]any{"markdown_text": chat.JoinNote(said, chat.NoteCancelled)[len(said):]},
+		"cancelled_edit":   edit(chat.NoteCancelled),
 	})
 }

@@ -55,15 +55,25 @@ func newLiveBench(t *testing.T) *liveBench {
 
 // replier returns a replier of the bench, as one node of the gateway. Its
 // client waits out the channel limiter on a fake clock.
-func (b *liveBench) replier() *Replier {
+func (b *liveBench) replier() *node {
 	b.t.Helper()
 	client, _ := newTestClient(b.t, b.fake, ClientConfig{})
 	r, err := NewReplier(ReplierConfig{Store: b.store, Client: client})
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	r.ticker = func(time.Duration) (<-chan time.Time, func()) { return b.ticks, func() {} }
-	return r
+	p, err := chat.NewReplies(chat.RepliesConfig{Store: b.store, Platforms: map[string]chat.Platform{chat.PlatformSlack: r},
+		Ticker: func(time.Duration) (<-chan time.Time, func()) { return b.ticks, func() {} }})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return &node{Replies: p, slack: r}
+}
+
+// node is one node of the gateway: the reply pipeline with Slack's replier.
+type node struct {
+	*chat.Replies
+	slack *Replier
 }
 
 // run creates a chat run in the Slack thread of the bench.
@@ -89,7 +99,7 @@ func (b *liveBench) tick(l core.ProgressSink) {
 	b.t.Helper()
 	var done <-chan struct{}
 	if l != nil {
-		done = l.(*live).done
+		done = l.(*chat.Live).Done()
 	}
 	for range 2 {
 		select {
@@ -103,7 +113,7 @@ func (b *liveBench) tick(l core.ProgressSink) {
 }
 
 // show starts r's live reply of run, writes text and lets one tick pass.
-func (b *liveBench) show(r *Replier, run core.Run, text string) core.ProgressSink {
+func (b *liveBench) show(r *node, run core.Run, text string) core.ProgressSink {
 	b.t.Helper()
 	l := r.Progress(run)
 	if text != "" {
@@ -114,7 +124,7 @@ func (b *liveBench) show(r *Replier, run core.Run, text string) core.ProgressSin
 }
 
 // finish completes run with answer and runs its reply job on r.
-func (b *liveBench) finish(r *Replier, run core.Run, answer string) {
+func (b *liveBench) finish(r *node, run core.Run, answer string) {
 	b.t.Helper()
 	done, err := b.store.FinishRun(b.t.Context(), run.ID, "", core.Finish{Status: core.RunCompleted, Output: answer, At: time.Now()})
 	if err != nil {
@@ -195,7 +205,7 @@ func TestLiveReplyStreamsThenBecomesTheAnswer(t *testing.T) {
 }
 
 // finishAgain runs run's reply job once more.
-func (b *liveBench) finishAgain(r *Replier, run core.Run) {
+func (b *liveBench) finishAgain(r *node, run core.Run) {
 	b.t.Helper()
 	updates := b.calls("chat.update")
 	if err := r.Handle(b.t.Context(), r.OnFinish(run, core.RunCompleted)[0]); err != nil {
@@ -280,7 +290,7 @@ func TestLiveReplyCrashBeforeItsTSWasKnown(t *testing.T) {
 	b := newLiveBench(t)
 	r := b.replier()
 	run := b.run()
-	if _, _, err := b.store.ClaimSend(t.Context(), streamKey(run.ID, 0), time.Now()); err != nil {
+	if _, _, err := b.store.ClaimSend(t.Context(), r.slack.LiveKey(run.ID, 0), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	// The resumed run shows nothing rather than risk a second placeholder.
@@ -305,7 +315,7 @@ func TestLiveReplyPauseEndsTheSegment(t *testing.T) {
 
 	b.show(r, run, "Deploying web.").Close(core.ProgressPaused)
 	msgs := b.thread()
-	if len(msgs) != 1 || msgs[0].Streaming || msgs[0].Text != "Deploying web.\n\n"+pausedNote {
+	if len(msgs) != 1 || msgs[0].Streaming || msgs[0].Text != "Deploying web.\n\n"+chat.NotePaused {
 		t.Fatalf("thread after the pause = %+v, want the stream ended with the note", msgs)
 	}
 
@@ -313,7 +323,7 @@ func TestLiveReplyPauseEndsTheSegment(t *testing.T) {
 	b.show(r, run, "Deployed.").Close(core.ProgressFinished)
 	b.finish(r, run, "Deployed **web**.")
 	msgs = b.thread()
-	if len(msgs) != 2 || msgs[0].Text != "Deploying web.\n\n"+pausedNote || msgs[1].Text != mrkdwnOf("Deployed **web**.") {
+	if len(msgs) != 2 || msgs[0].Text != "Deploying web.\n\n"+chat.NotePaused || msgs[1].Text != mrkdwnOf("Deployed **web**.") {
 		t.Errorf("thread = %+v, want the first segment kept and the second one the answer", msgs)
 	}
 }
@@ -347,7 +357,7 @@ func TestLiveReplyCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Close(core.ProgressStopped)
-	if msgs := b.thread(); len(msgs) != 1 || msgs[0].Text != "Let me\n\n"+cancelledNote || msgs[0].Streaming {
+	if msgs := b.thread(); len(msgs) != 1 || msgs[0].Text != "Let me\n\n"+chat.NoteCancelled || msgs[0].Streaming {
 		t.Errorf("thread = %+v, want the stream ended with the cancel note", msgs)
 	}
 }
@@ -386,7 +396,7 @@ func TestLiveReplyThroughTheEngine(t *testing.T) {
 	}
 	eng, err := core.NewEngine(core.EngineConfig{Store: b.store, Queue: b.store, Logger: slog.New(slog.DiscardHandler),
 		Agents:   map[string]*core.Agent{"helper": {ID: "helper", Model: m}},
-		OnFinish: r.OnFinish, Handlers: map[string]func(context.Context, core.Job) error{JobReply: reply}, Progress: r.Progress})
+		OnFinish: r.OnFinish, Handlers: map[string]func(context.Context, core.Job) error{chat.JobReply: reply}, Progress: r.Progress})
 	if err != nil {
 		t.Fatal(err)
 	}

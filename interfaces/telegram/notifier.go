@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-telegram/bot/models"
 
@@ -16,16 +15,9 @@ import (
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
-// JobReply is the job kind that posts a finished chat run's answer in its
-// Telegram chat; the engine commits it with the run's end (OnFinish).
-const JobReply = "telegram.reply"
-
 // NotifierStore is what the notifier reads and records; core.Store is one.
 type NotifierStore interface {
-	GetRun(ctx context.Context, id string) (core.Run, error)
-	GetSession(ctx context.Context, id string) (core.Session, error)
 	GetApproval(ctx context.Context, id string) (core.Approval, error)
-	Events(ctx context.Context, runID string, afterSeq int64, limit int) ([]core.Event, error)
 	core.Outbox
 }
 
@@ -35,13 +27,6 @@ type NotifierConfig struct {
 	Client *Client       // required
 	Clock  core.Clock
 	Logger *slog.Logger
-	// LiveInterval is the pace of live replies (Progress): one shows after
-	// a run has taken LiveInterval, and is edited at most once per
-	// LiveInterval. Default 1s, Telegram's pace for messages in one chat.
-	LiveInterval time.Duration
-	// LiveCloseTimeout is how long the end of a live reply waits for a
-	// call in flight. Default 5s.
-	LiveCloseTimeout time.Duration
 }
 
 // Notifier posts in Telegram what the engine has to say: finished runs'
@@ -66,54 +51,33 @@ func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.LiveInterval <= 0 {
-		cfg.LiveInterval = time.Second
-	}
-	if cfg.LiveCloseTimeout <= 0 {
-		cfg.LiveCloseTimeout = 5 * time.Second
-	}
 	return &Notifier{cfg: cfg, sender: sender{outbox: cfg.Store, client: cfg.Client, clock: cfg.Clock, log: cfg.Logger}}, nil
 }
 
-// OnFinish is the engine's finish hook: every chat run gets a JobReply job;
-// its handler skips runs of other platforms.
-func (n *Notifier) OnFinish(run core.Run, _ core.RunStatus) []core.Job {
-	return chat.ReplyJobs(JobReply, run)
-}
+var _ chat.Platform = (*Notifier)(nil)
 
-// Handlers returns the engine job handlers of the notifier.
-func (n *Notifier) Handlers() map[string]func(context.Context, core.Job) error {
-	return map[string]func(context.Context, core.Job) error{JobReply: n.reply}
-}
-
-// reply posts the answer of the job's run, one message per part.
-func (n *Notifier) reply(ctx context.Context, job core.Job) error {
-	run, b, ok, err := chat.ReplyTarget(ctx, n.cfg.Store, job, chat.PlatformTelegram)
-	if err != nil || !ok {
-		return err
-	}
-	text := chat.ReplyText(run)
+// Reply implements chat.Platform: the answer, one message per part. When
+// it showed live, its message becomes the first part (an edit, made again
+// on a retry), the rest is posted below.
+func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
+	text := a.Text
 	if text == "_(no answer)_" { // Markdown for the others, shown as is here
 		text = "(no answer)"
 	}
-	live, err := n.liveMessage(ctx, run.ID)
-	if err != nil || live == 0 {
-		return errors.Join(err, n.DeliverResult(ctx, b, "reply:"+run.ID, text))
+	key := "reply:" + a.Run.ID
+	if a.Live == "" {
+		return n.DeliverResult(ctx, a.Binding, key, text)
 	}
-	// The answer showed live: its message becomes the first part (an edit,
-	// the same on a retry), the rest is posted below.
-	parts := Split(text, MaxMessageLen)
-	if len(parts) == 0 {
-		parts = []string{"(no answer)"}
-	}
-	chatID, err := ChatID(b.Channel)
+	chatID, err := ChatID(a.Binding.Channel)
 	if err != nil {
 		return core.Permanent(err)
 	}
+	live, _ := strconv.Atoi(a.Live)
+	parts := Split(text, MaxMessageLen)
 	if err := n.cfg.Client.Edit(ctx, chatID, live, Markdown(parts[0]), nil); err != nil {
 		return err
 	}
-	return n.DeliverResult(ctx, b, "reply:"+run.ID+":rest", strings.Join(parts[1:], "\n"))
+	return n.DeliverResult(ctx, a.Binding, key+":rest", strings.Join(parts[1:], "\n"))
 }
 
 // DeliverResult implements routine.ChatDeliverer: text (Markdown) is posted

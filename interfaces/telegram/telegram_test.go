@@ -141,7 +141,12 @@ func newEnv(t *testing.T, groupMode string, liveInterval ...time.Duration) *env 
 	if len(liveInterval) > 0 {
 		live = liveInterval[0]
 	}
-	if e.notifier, err = telegram.NewNotifier(telegram.NotifierConfig{Store: db, Client: e.client, LiveInterval: live}); err != nil {
+	if e.notifier, err = telegram.NewNotifier(telegram.NotifierConfig{Store: db, Client: e.client}); err != nil {
+		t.Fatal(err)
+	}
+	replies, err := chat.NewReplies(chat.RepliesConfig{Store: db, Platforms: map[string]chat.Platform{chat.PlatformTelegram: e.notifier},
+		LiveInterval: live})
+	if err != nil {
 		t.Fatal(err)
 	}
 	e.router = &chat.Approvals{Store: db, Renderers: map[string]chat.ApprovalRenderer{chat.PlatformTelegram: e.notifier}}
@@ -152,7 +157,7 @@ func newEnv(t *testing.T, groupMode string, liveInterval ...time.Duration) *env 
 			"slow":   {ID: "slow", Model: gateModel{e.release}},
 			"parked": {ID: "parked", Model: parkedModel{e.parked}},
 		},
-		OnFinish: e.notifier.OnFinish, Handlers: e.notifier.Handlers(), Progress: e.notifier.Progress})
+		OnFinish: replies.OnFinish, Handlers: replies.Handlers(), Progress: replies.Progress})
 	if err != nil {
 		t.Fatal(err)
 	}
