@@ -75,6 +75,13 @@ func checkConfig(s settings) (name string, cfg *config.Config, problems []string
 
 func count(n int, what string) string { return fmt.Sprintf("%d %s", n, plural(n, what, what+"s")) }
 
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
 // platforms lists the chat platforms the config turns on.
 func platforms(cfg *config.Config) string {
 	var ps []string

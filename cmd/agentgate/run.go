@@ -78,7 +78,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "config":
 		return configCmd(rest, stdout, stderr)
 	case "bench":
-		return bench(ctx, rest, stdout, stderr)
+		return benchCmd(ctx, rest, stdout, stderr)
 	case "mcp":
 		return mcpCmd(ctx, rest, stdin, stdout, stderr)
 	case "help", "-h", "--help":

@@ -1,6 +1,7 @@
 // Package testbin builds the agentgate binary once per test process and runs
 // `agentgate serve` as a subprocess, for the end-to-end suite
-// (cmd/agentgate) and the fault suite (test/fault).
+// (cmd/agentgate) and the fault suite (test/fault); the bench's tests
+// (internal/bench) take only the binary.
 //
 // A process listens where the operating system puts it: the first start
 // asks for port 0 and reads the address from the line serve prints

@@ -1,4 +1,4 @@
-package main
+package bench
 
 // agentgate bench slack-ingest: starts a real `agentgate serve` with Slack
 // configured against an in-process fake Slack Web API and drives signed
@@ -112,13 +112,13 @@ func parseIngestOptions(args []string, stderr io.Writer) (ingestOptions, error) 
 	}
 	switch {
 	case o.duration <= 0:
-		return o, &usageError{fmt.Sprintf("--duration: must be positive, got %s", o.duration)}
+		return o, &UsageError{fmt.Sprintf("--duration: must be positive, got %s", o.duration)}
 	case o.warmup < 0:
-		return o, &usageError{fmt.Sprintf("--warmup: must not be negative, got %s", o.warmup)}
+		return o, &UsageError{fmt.Sprintf("--warmup: must not be negative, got %s", o.warmup)}
 	case o.clients < 1:
-		return o, &usageError{fmt.Sprintf("--clients: must be at least 1, got %d", o.clients)}
+		return o, &UsageError{fmt.Sprintf("--clients: must be at least 1, got %d", o.clients)}
 	case o.target != "" && o.targetPID <= 0:
-		return o, &usageError{"--target needs --target-pid: the process whose CPU to measure"}
+		return o, &UsageError{"--target needs --target-pid: the process whose CPU to measure"}
 	}
 	o.command = benchCommandLine(append([]string{"slack-ingest"}, args...))
 	return o, nil
@@ -131,7 +131,7 @@ const ingestSecret = "bench-signing-secret-0123456789abcdef"
 func benchSlackIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseIngestOptions(args, stderr)
 	if err != nil {
-		return err // bench answers flag.ErrHelp with nil
+		return err // Main answers flag.ErrHelp with nil
 	}
 	if o.target != "" {
 		return benchSlackTarget(ctx, o, stdout, stderr)

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentgate/agentgate/test/testbin"
 )
 
 func TestBenchSlackIngestFlags(t *testing.T) {
@@ -27,8 +29,8 @@ func TestBenchSlackIngestFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := run(t.Context(), append([]string{"bench", "slack-ingest"}, tt.args...), nil, &bytes.Buffer{}, &bytes.Buffer{})
-			var ue *usageError
+			err := Main(t.Context(), append([]string{"slack-ingest"}, tt.args...), &bytes.Buffer{}, &bytes.Buffer{})
+			var ue *UsageError
 			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("bench slack-ingest %q = %v, want a usage error mentioning %q", tt.args, err, tt.wantErr)
 			}
@@ -50,11 +52,11 @@ func TestBenchSlackIngestFlags(t *testing.T) {
 // real binary: events are acknowledged, each is in the inbox, the report is
 // complete. It checks no timings.
 func TestBenchSlackIngest(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Binary(t) // skips in -short mode
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
-	err := run(t.Context(), []string{"bench", "slack-ingest", "--duration", "500ms", "--warmup", "100ms", "--clients", "4",
-		"--markdown", "--server-bin", bin}, nil, &stdout, &stderr)
+	err := Main(t.Context(), []string{"slack-ingest", "--duration", "500ms", "--warmup", "100ms", "--clients", "4",
+		"--markdown", "--server-bin", bin}, &stdout, &stderr)
 	report := stdout.String()
 	if err != nil {
 		t.Fatalf("bench slack-ingest: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), report)
