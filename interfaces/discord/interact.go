@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,8 +14,6 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	approval "github.com/agentgate/agentgate/approvals"
-	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
@@ -154,11 +151,15 @@ func (h *Handler) Interaction(ctx context.Context, i *discordgo.Interaction) (*d
 	// ApplicationCommandData would panic.
 	_, component := i.Data.(discordgo.MessageComponentInteractionData)
 	_, command := i.Data.(discordgo.ApplicationCommandInteractionData)
+	modal, submitted := i.Data.(discordgo.ModalSubmitInteractionData)
 	switch {
 	case i.Type == discordgo.InteractionPing:
 		return &discordgo.InteractionResponse{Type: discordgo.InteractionResponsePong}, nil, nil
 	case i.Type == discordgo.InteractionMessageComponent && component:
-		resp, err := h.click(ctx, i)
+		resp, err := h.click(ctx, i, i.MessageComponentData().CustomID, "", false)
+		return resp, nil, err
+	case i.Type == discordgo.InteractionModalSubmit && submitted:
+		resp, err := h.click(ctx, i, modal.CustomID, modalReason(modal), true)
 		return resp, nil, err
 	case i.Type == discordgo.InteractionApplicationCommand && command:
 		return h.command(i)
@@ -193,62 +194,72 @@ func messageID(i *discordgo.Interaction) string {
 	return ""
 }
 
-// click decides the approval of an Approve or Deny button: the clicker (and
-// their roles) is checked against the approver policy — a refusal is shown
-// to them alone and changes nothing — and the card is updated to the
-// outcome.
-func (h *Handler) click(ctx context.Context, i *discordgo.Interaction) (*discordgo.InteractionResponse, error) {
-	action, id, ok := ParseCustomID(i.MessageComponentData().CustomID)
+// click decides the approval of an Approve or Deny button (customID),
+// the same way on every platform (chat.Decide): the clicker (and their
+// roles) is checked against the approver policy — a refusal is shown to
+// them alone and changes nothing — and the card is updated to the outcome.
+// Deny first opens a modal asking for a reason; its submission (confirmed,
+// with reason) decides.
+func (h *Handler) click(ctx context.Context, i *discordgo.Interaction, customID, reason string, confirmed bool) (*discordgo.InteractionResponse, error) {
+	action, id, ok := ParseCustomID(customID)
 	if !ok {
 		return &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate}, nil
 	}
 	ic := h.cfg.Interact
-	if ic.Approvals == nil || ic.Store == nil {
-		return ephemeral("Approvals are not available on this gateway."), nil
-	}
 	user, roles := actor(i)
-	p := chat.Clicker(&chat.Action{Platform: chat.PlatformDiscord, Workspace: i.GuildID, Channel: i.ChannelID,
-		MessageRef: messageID(i), UserID: user, Groups: roles})
-	a, err := ic.Store.GetApproval(ctx, id)
-	if errors.Is(err, core.ErrNotFound) {
-		return ephemeral("This approval does not exist (any more)."), nil
-	}
+	act := &chat.Action{Platform: chat.PlatformDiscord, Workspace: i.GuildID, Channel: i.ChannelID,
+		MessageRef: messageID(i), UserID: user, Groups: roles, ActionID: action, ApprovalID: id,
+		Confirmed: confirmed, Reason: reason}
+	c, err := chat.Decide(ctx, ic.Store, ic.Approvals, act, chat.Clicker(act), true)
 	if err != nil {
 		return nil, err
 	}
-	var notAllowed *approval.NotAllowedError
-	d, err := ic.Approvals.Decide(ctx, a.ID, approval.Request{
-		Approve: action == chat.ActionApprove, Principal: p, ArgsSHA256: a.ArgsSHA256,
-	})
-	var np *core.NotPendingError
-	switch {
-	case errors.As(err, &notAllowed):
-		return h.refuse(a, user, notAllowed), nil
-	case errors.As(err, &np):
-		if now, gerr := ic.Store.GetApproval(ctx, a.ID); gerr == nil {
-			return ephemeral("%s", alreadyDecided(now)), nil
+	switch c.Outcome {
+	case chat.AskReason:
+		return denyModal(customID), nil
+	case chat.Refused:
+		h.log.Info("discord approval click refused", "approval", id, "user", user, "why", c.Why)
+	case chat.Decided:
+		h.log.Info("discord approval decided", "approval", id, "by", user, "action", action)
+		run, err := ic.Store.GetRun(ctx, c.Approval.RunID)
+		if err != nil { // decided; the approval job edits the card
+			return &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate}, nil
 		}
-		return ephemeral("This request was already decided."), nil
-	case err != nil:
-		return nil, err
+		m := ApprovalMessage(chat.Card(c.Approval, run, Approvers))
+		return &discordgo.InteractionResponse{Type: discordgo.InteractionResponseUpdateMessage,
+			Data: &discordgo.InteractionResponseData{Content: m.Content, Components: []discordgo.MessageComponent{}, AllowedMentions: noMentions}}, nil
 	}
-	h.log.Info("discord approval decided", "approval", a.ID, "by", user, "action", action)
-	run, err := ic.Store.GetRun(ctx, a.RunID)
-	if err != nil { // decided; the approval job edits the card
-		return &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate}, nil
-	}
-	m := ApprovalMessage(chat.Card(d, run, Approvers))
-	return &discordgo.InteractionResponse{Type: discordgo.InteractionResponseUpdateMessage,
-		Data: &discordgo.InteractionResponseData{Content: m.Content, Components: []discordgo.MessageComponent{}, AllowedMentions: noMentions}}, nil
+	return ephemeral("%s", c.Text(Approvers, decider)), nil
 }
 
-func (h *Handler) refuse(a core.Approval, user string, why *approval.NotAllowedError) *discordgo.InteractionResponse {
-	h.log.Info("discord approval click refused", "approval", a.ID, "user", user, "why", why.Why)
-	return ephemeral("You may not decide this request: %s. Who may: %s.", why.Why, chat.WhoMay(a, Approvers))
+// reasonInput is the custom_id of the deny modal's text input.
+const reasonInput = "reason"
+
+// denyModal asks the clicker of Deny for a reason; the modal's custom_id is
+// the button's, so its submission names the approval.
+func denyModal(customID string) *discordgo.InteractionResponse {
+	return &discordgo.InteractionResponse{Type: discordgo.InteractionResponseModal,
+		Data: &discordgo.InteractionResponseData{CustomID: customID, Title: "Deny this request",
+			Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+				discordgo.TextInput{CustomID: reasonInput, Label: "Reason (shown on the card)", Style: discordgo.TextInputParagraph,
+					Placeholder: "Why not? Leave empty to deny without a reason.", MaxLength: 500},
+			}}}}}
 }
 
-func alreadyDecided(a core.Approval) string {
-	return chat.AlreadyDecided(a, decider(chat.DeciderShown(a)))
+// modalReason is the reason typed in a deny modal's submission.
+func modalReason(d discordgo.ModalSubmitInteractionData) string {
+	for _, c := range d.Components {
+		row, ok := c.(*discordgo.ActionsRow)
+		if !ok {
+			continue
+		}
+		for _, in := range row.Components {
+			if t, ok := in.(*discordgo.TextInput); ok && t.CustomID == reasonInput {
+				return strings.TrimSpace(t.Value)
+			}
+		}
+	}
+	return ""
 }
 
 // followup posts the deferred answer of interaction i: a follow-up while

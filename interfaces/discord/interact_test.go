@@ -171,6 +171,15 @@ func (e *env) click(channel, msg, user string, roles []string, customID string) 
 	return i
 }
 
+// submit is the submission of the modal customID, opened from the card
+// msg, with reason typed in.
+func (e *env) submit(channel, msg, user string, roles []string, customID, reason string) map[string]any {
+	i := e.click(channel, msg, user, roles, customID)
+	i["type"] = 5
+	i["data"] = discordtest.ModalSubmit(customID, "reason", reason)
+	return i
+}
+
 // post sends an interaction, signed, and decodes the response.
 func (e *env) post(t *testing.T, v any) map[string]any {
 	t.Helper()
@@ -285,15 +294,26 @@ func TestApprovalButtons(t *testing.T) {
 		t.Fatalf("a key the approvers do not name decided a Discord request: %v", err)
 	}
 
-	// carol, in the on-call role, denies from the card.
+	// carol, in the on-call role, denies from the card: a modal asks for
+	// a reason, and its submission decides.
 	got := e.post(t, e.click(thread, card, carol, []string{oncall}, "agentgate:deny:"+a.ID))
 	data, _ := got["data"].(map[string]any)
+	if got["type"] != float64(9) || data["custom_id"] != "agentgate:deny:"+a.ID || !strings.Contains(fmt.Sprint(data["components"]), "custom_id:reason") {
+		t.Fatalf("deny click answered %v, want a MODAL asking for a reason", got)
+	}
+	if st, _ := e.db.GetApproval(t.Context(), a.ID); st.Status != core.ApprovalPending {
+		t.Fatalf("the deny click decided before its reason: %s", st.Status)
+	}
+	// The submission is checked like a click: bob's is refused.
+	refused("bob's modal submission", e.post(t, e.submit(thread, card, bob, nil, "agentgate:deny:"+a.ID, "no")), "not in the tool's approvers")
+	got = e.post(t, e.submit(thread, card, carol, []string{oncall}, "agentgate:deny:"+a.ID, "  not during the freeze "))
+	data, _ = got["data"].(map[string]any)
 	if got["type"] != float64(7) || !strings.Contains(fmt.Sprint(data["content"]), "Denied by <@"+carol+">") {
-		t.Errorf("deny click answered %v, want an UPDATE_MESSAGE with the outcome", got)
+		t.Errorf("deny submission answered %v, want an UPDATE_MESSAGE with the outcome", got)
 	}
 	st, _ := e.db.GetApproval(t.Context(), a.ID)
-	if st.Status != core.ApprovalDenied || st.DecidedBy != principal(carol) || st.DecidedVia != chat.PlatformDiscord {
-		t.Fatalf("approval = %s by %s via %s, want denied by %s via discord", st.Status, st.DecidedBy, st.DecidedVia, principal(carol))
+	if st.Status != core.ApprovalDenied || st.DecidedBy != principal(carol) || st.DecidedVia != chat.PlatformDiscord || st.Reason != "not during the freeze" {
+		t.Fatalf("approval = %s by %s via %s (%q), want denied by %s via discord with the reason", st.Status, st.DecidedBy, st.DecidedVia, st.Reason, principal(carol))
 	}
 	e.render(t, a.ID) // the approval job edits the card
 	cards = e.fake.Messages(thread)

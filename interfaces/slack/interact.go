@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -109,58 +108,37 @@ func parseDenySubmission(cb slackapi.InteractionCallback) (Request, error) {
 // edited by the approval job the decision commits.
 func (h *Handler) action(ctx context.Context, req Request) error {
 	act, ic := req.Action, h.cfg.Interact
-	if ic.Approvals == nil || ic.Store == nil {
-		h.log.Warn("slack approval click ignored: approvals are not wired", "approval", act.ApprovalID)
-		return nil
-	}
-	a, err := ic.Store.GetApproval(ctx, act.ApprovalID)
-	if errors.Is(err, core.ErrNotFound) {
-		h.tell(act.Channel, act.Thread, act.UserID, "This approval does not exist (any more).")
-		return nil
-	}
+	p := h.clicker(act)
+	askReason := act.TriggerID != "" && ic.Client != nil
+	c, err := chat.Decide(ctx, ic.Store, ic.Approvals, act, p, askReason)
 	if err != nil {
 		return err
 	}
-	p := h.clicker(act)
-	approve := act.ActionID == chat.ActionApprove
-	var notAllowed *approval.NotAllowedError
-	if err := ic.Approvals.Authorize(ctx, a, p, approve); errors.As(err, &notAllowed) {
-		h.refuse(act, a, notAllowed)
-		return nil
-	} else if err != nil {
-		return err
-	}
-	if a.Status != core.ApprovalPending {
-		h.tell(act.Channel, act.Thread, act.UserID, alreadyDecided(a))
-		return nil
-	}
-	if act.ActionID == chat.ActionDeny && !act.Confirmed && act.TriggerID != "" && ic.Client != nil {
-		run, err := ic.Store.GetRun(ctx, a.RunID)
+	if c.Outcome == chat.AskReason {
+		run, err := ic.Store.GetRun(ctx, c.Approval.RunID)
 		if err != nil {
 			return err
 		}
+		a := c.Approval
 		meta, _ := json.Marshal(denyMeta{ApprovalID: a.ID, Channel: act.Channel, Thread: act.Thread, Message: act.MessageRef})
 		err = ic.Client.OpenView(ctx, act.TriggerID, DenyModal(chat.Card(a, run, Approvers), string(meta)))
 		if err == nil {
 			return nil // the decision comes with the modal's submission
 		}
 		h.log.Warn("slack deny modal could not open; denying without a reason", "approval", a.ID, "err", err)
-	}
-	_, err = ic.Approvals.Decide(ctx, a.ID, approval.Request{
-		Approve: approve, Principal: p, Reason: act.Reason, ArgsSHA256: a.ArgsSHA256,
-	})
-	var np *core.NotPendingError
-	switch {
-	case errors.As(err, &notAllowed):
-		h.refuse(act, a, notAllowed)
-	case errors.As(err, &np):
-		if now, gerr := ic.Store.GetApproval(ctx, a.ID); gerr == nil {
-			h.tell(act.Channel, act.Thread, act.UserID, alreadyDecided(now))
+		act.Confirmed = true
+		if c, err = chat.Decide(ctx, ic.Store, ic.Approvals, act, p, false); err != nil {
+			return err
 		}
-	case err != nil:
-		return err
+	}
+	switch c.Outcome {
+	case chat.Decided:
+		h.log.Info("slack approval decided", "approval", c.Approval.ID, "by", p.ID, "action", act.ActionID)
+	case chat.Refused:
+		h.log.Info("slack approval click refused", "approval", c.Approval.ID, "user", act.UserID, "why", c.Why)
+		fallthrough
 	default:
-		h.log.Info("slack approval decided", "approval", a.ID, "by", p.ID, "action", act.ActionID)
+		h.tell(act.Channel, act.Thread, act.UserID, c.Text(Approvers, decider))
 	}
 	return nil
 }
@@ -192,16 +170,6 @@ func (h *Handler) groupsOf(ctx context.Context, approvers []string, user string)
 		}
 	}
 	return out, nil
-}
-
-func (h *Handler) refuse(act *chat.Action, a core.Approval, why *approval.NotAllowedError) {
-	msg := fmt.Sprintf("You may not decide this request: %s. Who may: %s.", why.Why, chat.WhoMay(a, Approvers))
-	h.log.Info("slack approval click refused", "approval", a.ID, "user", act.UserID, "why", why.Why)
-	h.tell(act.Channel, act.Thread, act.UserID, msg)
-}
-
-func alreadyDecided(a core.Approval) string {
-	return chat.AlreadyDecided(a, decider(chat.DeciderShown(a)))
 }
 
 // tell shows text to user alone, after the request was acknowledged; a

@@ -39,39 +39,22 @@ func (h *Handler) callback(ctx context.Context, req Request) error {
 	return nil
 }
 
-// decide decides act's approval and returns what to tell the clicker.
+// decide decides act's approval (chat.Decide) and returns what to tell
+// the clicker.
 func (h *Handler) decide(ctx context.Context, act *chat.Action) (string, error) {
-	if h.cfg.Approvals == nil || h.cfg.Store == nil {
-		return "Approvals are not available here.", nil
-	}
-	a, err := h.cfg.Store.GetApproval(ctx, act.ApprovalID)
-	if errors.Is(err, core.ErrNotFound) {
-		return "This approval does not exist (any more).", nil
-	}
+	c, err := chat.Decide(ctx, h.cfg.Store, h.cfg.Approvals, act, chat.Clicker(act), false)
 	if err != nil {
 		return "", err
 	}
-	_, err = h.cfg.Approvals.Decide(ctx, a.ID, approval.Request{
-		Approve: act.ActionID == chat.ActionApprove, Principal: chat.Clicker(act), ArgsSHA256: a.ArgsSHA256,
-	})
-	var notAllowed *approval.NotAllowedError
-	var np *core.NotPendingError
-	switch {
-	case errors.As(err, &notAllowed):
-		h.log.Info("telegram approval click refused", "approval", a.ID, "user", act.UserID, "why", notAllowed.Why)
-		chatID, _ := ChatID(act.Channel) // 0 (no message): nobody is looked up
-		who := lookUp(ctx, h.cfg.Client, chatID, a.Policy.Approvers...)
-		return fmt.Sprintf("You may not decide this request: %s. Who may: %s.", notAllowed.Why, chat.WhoMay(a, who.plainList)), nil
-	case errors.As(err, &np):
-		return fmt.Sprintf("This request is already %s.", np.Status), nil
-	case err != nil:
-		return "", err
+	switch c.Outcome {
+	case chat.Refused:
+		h.log.Info("telegram approval click refused", "approval", act.ApprovalID, "user", act.UserID, "why", c.Why)
+	case chat.Decided:
+		h.log.Info("telegram approval decided", "approval", act.ApprovalID, "by", act.UserID, "action", act.ActionID)
 	}
-	h.log.Info("telegram approval decided", "approval", a.ID, "by", act.UserID, "action", act.ActionID)
-	if act.ActionID == chat.ActionApprove {
-		return "Approved.", nil
-	}
-	return "Denied.", nil
+	chatID, _ := ChatID(act.Channel) // 0 (no message): nobody is looked up
+	return c.Text(func(ids []string) string { return lookUp(ctx, h.cfg.Client, chatID, ids...).plainList(ids) },
+		func(by string) string { return lookUp(ctx, h.cfg.Client, chatID, by).plainList([]string{by}) }), nil
 }
 
 const helpText = "I connect this chat to an agent. In a private chat, write to me; in a group, mention me or reply to me.\n" +

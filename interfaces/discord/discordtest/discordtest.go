@@ -384,6 +384,14 @@ func Button(customID string) map[string]any {
 	return map[string]any{"custom_id": customID, "component_type": 2}
 }
 
+// ModalSubmit is the data of the submission of modal customID whose text
+// input inputID holds value.
+func ModalSubmit(customID, inputID, value string) map[string]any {
+	return map[string]any{"custom_id": customID, "components": []any{
+		map[string]any{"type": 1, "components": []any{map[string]any{"type": 4, "custom_id": inputID, "value": value}}},
+	}}
+}
+
 // Command is the data of /agentgate sub with string options.
 func Command(sub string, opts map[string]string) map[string]any {
 	var o []any
