@@ -91,6 +91,10 @@ type EngineConfig struct {
 	// Handlers run jobs of kinds other than JobRun, by kind. An error
 	// retries the job with the queue's backoff.
 	Handlers map[string]func(ctx context.Context, job Job) error
+	// Jobs routes jobs of kinds other than JobRun, with its middleware;
+	// Handlers are added to it. Default: a router with LogJobs (and the
+	// Observer's job measurements, when it is a JobObserver).
+	Jobs *JobRouter
 	// ExternalApproval is the approval rule of external runs (tool calls of
 	// agents outside the gateway, see SubmitExternal). Default: 15 minutes,
 	// anyone may decide.
@@ -147,6 +151,16 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	}
 	if cfg.NodeID == "" {
 		cfg.NodeID = "local"
+	}
+	if cfg.Jobs == nil {
+		o, _ := cfg.Observer.(JobObserver)
+		cfg.Jobs = NewJobRouter(LogJobs(cfg.Logger, o))
+	}
+	if err := cfg.Jobs.HandleAll(cfg.Handlers); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	if cfg.Jobs.Handles(JobRun) {
+		return nil, fmt.Errorf("engine: jobs of kind %q are the engine's own", JobRun)
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 8
@@ -447,21 +461,16 @@ func (e *Engine) handle(ctx context.Context, job Job) {
 	if e.ackInFinish {
 		ack = &jobAck{job: job}
 	}
-	switch job.Kind {
-	case JobRun:
+	if job.Kind == JobRun {
 		var p RunJob
 		if err = json.Unmarshal(job.Payload, &p); err == nil {
 			runID = p.RunID
-			err = e.advance(jctx, p.RunID, ack)
+			err = recovered(JobRun, func(ctx context.Context, _ Job) error { return e.advance(ctx, p.RunID, ack) })(jctx, job)
 		}
-	default:
-		if h, ok := e.cfg.Handlers[job.Kind]; ok {
-			err = h(jctx, job)
-		} else if job.Kind == JobApproval {
-			// No chat adapter renders approval cards here: nothing to do.
-		} else {
-			err = fmt.Errorf("unknown job kind %q", job.Kind)
-		}
+	} else if herr, ok := e.cfg.Jobs.Run(jctx, job); ok {
+		err = herr
+	} else if job.Kind != JobApproval { // no chat adapter renders approval cards here: nothing to do
+		err = fmt.Errorf("unknown job kind %q", job.Kind)
 	}
 	if ctx.Err() != nil {
 		return // interrupted at shutdown: Start hands the job back

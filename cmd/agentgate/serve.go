@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -275,8 +274,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	onFinish, handlers := rt.OnFinish, rt.Handlers()
-	maps.Copy(handlers, (&ichat.Approvals{Store: db, Renderers: renderers, Logger: log}).Handlers())
+	m := metrics.New(db, b.queue, log)
+	jobs := core.NewJobRouter(core.LogJobs(log, m)) // every kind once, with its log fields and metrics
+	if err := jobs.HandleAll(rt.Handlers()); err != nil {
+		return err
+	}
+	if err := jobs.HandleAll((&ichat.Approvals{Store: db, Renderers: renderers, Logger: log}).Handlers()); err != nil {
+		return err
+	}
 	platforms := map[string]ichat.Platform{} // who answers a chat run, by the run's platform
 	if sw != nil {
 		platforms[ichat.PlatformSlack] = sw.replier
@@ -291,13 +296,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	onFinish = finishHooks(onFinish, replies.OnFinish)
-	maps.Copy(handlers, replies.Handlers())
+	if err := jobs.HandleAll(replies.Handlers()); err != nil {
+		return err
+	}
+	onFinish := finishHooks(rt.OnFinish, replies.OnFinish)
 	ms, err := mcpFromEnv()
 	if err != nil {
 		return err
 	}
-	m := metrics.New(db, b.queue, log)
 	if b.redisTrips != nil {
 		m.RoundTrips("redis", "Redis", b.redisTrips.n.Load)
 	}
@@ -308,7 +314,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	eng, err := core.NewEngine(core.EngineConfig{
 		Store: db, Queue: b.queue, Agents: agents, Hub: hub, Clock: clock, Logger: log,
 		Observer: m, NodeID: s.nodeID, Workers: cfg.Server.Workers, JanitorInterval: b.janitor, ClaimTTL: s.claimTTL,
-		OnFinish: onFinish, Handlers: handlers, Progress: replies.Progress, ExternalApproval: ms.approval,
+		OnFinish: onFinish, Jobs: jobs, Progress: replies.Progress, ExternalApproval: ms.approval,
 	})
 	if err != nil {
 		return err

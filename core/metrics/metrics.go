@@ -23,8 +23,12 @@ type Metrics struct {
 	finished  *prometheus.CounterVec
 	decisions *prometheus.CounterVec
 	resume    prometheus.Histogram
+	jobs      *prometheus.CounterVec
+	jobTime   *prometheus.HistogramVec
 	store     *storeCollector
 }
+
+var _ core.JobObserver = (*Metrics)(nil)
 
 // Counter is what the metrics read from the store: rows by status.
 type Counter interface {
@@ -69,9 +73,17 @@ func New(store Counter, queue Depther, log *slog.Logger) *Metrics {
 			Help:    "Time from an approval decision to the approved tool call starting.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}),
+		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentgate_jobs_total", Help: "Jobs other than run steps handled by this process, by kind and outcome (ok, failed).",
+		}, []string{"kind", "outcome"}),
+		jobTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "agentgate_job_seconds",
+			Help:    "Time a job other than a run step took to handle, by kind.",
+			Buckets: []float64{.001, .005, .025, .1, .25, 1, 2.5, 10, 30},
+		}, []string{"kind"}),
 	}
 	m.store = &storeCollector{store: store, queue: queue, log: log, now: time.Now}
-	m.reg.MustRegister(m.finished, m.decisions, m.resume,
+	m.reg.MustRegister(m.finished, m.decisions, m.resume, m.jobs, m.jobTime,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), m.store)
 	if c, ok := store.(Committer); ok {
 		m.reg.MustRegister(
@@ -106,6 +118,16 @@ func (m *Metrics) RunFinished(s core.RunStatus) { m.finished.WithLabelValues(str
 
 // ToolResumed observes decision-to-tool latency.
 func (m *Metrics) ToolResumed(d time.Duration) { m.resume.Observe(d.Seconds()) }
+
+// JobDone counts a handled job (core.LogJobs).
+func (m *Metrics) JobDone(kind string, took time.Duration, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "failed"
+	}
+	m.jobs.WithLabelValues(kind, outcome).Inc()
+	m.jobTime.WithLabelValues(kind).Observe(took.Seconds())
+}
 
 // ApprovalDecided counts a decision.
 func (m *Metrics) ApprovalDecided(s core.ApprovalStatus) {
