@@ -53,9 +53,11 @@ type Live struct {
 
 // live is the message a Live shows in.
 type live struct {
-	b     core.Binding
-	msg   LiveMessage
-	shown string // what the last call showed ("" for a message resumed)
+	b      core.Binding
+	msg    LiveMessage
+	shown  string // what the last call showed ("" for a message resumed)
+	typer  Typer  // nil: no (more) typing indicator
+	typeIn int    // ticks until the typing indicator is shown again
 }
 
 // Delta implements core.ProgressSink.
@@ -139,6 +141,9 @@ func (l *Live) loop() {
 				m.shown = text
 			}
 		}
+		if err == nil {
+			l.typing(m)
+		}
 		if err != nil {
 			if l.ctx.Err() == nil {
 				l.p.cfg.Logger.Warn("live message stopped; the answer still comes when the run ends", "run", l.run.ID, "err", err)
@@ -182,7 +187,7 @@ func (l *Live) open() (*live, error) {
 			return nil, err
 		}
 		if msg := plat.ResumeLive(ctx, b, ref); msg != nil {
-			return &live{b: b, msg: msg}, nil
+			return l.opened(plat, b, msg, ""), nil
 		}
 		return nil, nil
 	}
@@ -200,7 +205,34 @@ func (l *Live) open() (*live, error) {
 	if err := l.record(key, core.SendSent, ref); err != nil {
 		return nil, err // not recorded: the message gets nothing more
 	}
-	return &live{b: b, msg: msg, shown: text}, nil
+	return l.opened(plat, b, msg, text), nil
+}
+
+// opened is the live message msg of plat, showing text.
+func (l *Live) opened(plat Platform, b core.Binding, msg LiveMessage, text string) *live {
+	m := &live{b: b, msg: msg, shown: text}
+	m.typer, _ = plat.(Typer)
+	return m
+}
+
+// typing shows the platform's typing indicator when it is due.
+func (l *Live) typing(m *live) {
+	if m.typer == nil {
+		return
+	}
+	if m.typeIn--; m.typeIn > 0 {
+		return
+	}
+	again, err := m.typer.Typing(l.ctx, l.run, m.b)
+	switch {
+	case err != nil:
+		l.p.cfg.Logger.Debug("typing indicator stopped", "run", l.run.ID, "err", err)
+		m.typer = nil
+	case again <= 0:
+		m.typer = nil
+	default:
+		m.typeIn = int((again + l.p.cfg.LiveInterval - 1) / l.p.cfg.LiveInterval)
+	}
 }
 
 // record sets the outbox state of the live message, even after Close

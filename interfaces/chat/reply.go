@@ -63,6 +63,15 @@ type Platform interface {
 	MaybePosted(err error) bool
 }
 
+// Typer is a Platform that can show that the agent is at work in a
+// conversation (Slack's assistant thread status, Discord's typing
+// indicator, Telegram's chat action). chat.Live calls it once the run has
+// worked for a LiveInterval, then again every again it returns (0: never),
+// until the run stops. It is best effort: an error only stops it for the run.
+type Typer interface {
+	Typing(ctx context.Context, run core.Run, b core.Binding) (again time.Duration, err error)
+}
+
 // LiveMessage is one live message a Platform shows.
 type LiveMessage interface {
 	// Show brings the message up to date with text, everything the model

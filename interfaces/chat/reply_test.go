@@ -64,6 +64,18 @@ var errMaybe = errors.New("maybe posted")
 
 func (f *fakePlatform) MaybePosted(err error) bool { return errors.Is(err, errMaybe) }
 
+// typingPlatform is a fakePlatform with a typing indicator that lasts
+// again (the pipeline's ticks are 1s).
+type typingPlatform struct {
+	*fakePlatform
+	again time.Duration
+}
+
+func (f typingPlatform) Typing(context.Context, core.Run, core.Binding) (time.Duration, error) {
+	f.add("typing")
+	return f.again, nil
+}
+
 type fakeMessage struct{ f *fakePlatform }
 
 func (m fakeMessage) Show(_ context.Context, text string) error {
@@ -304,4 +316,34 @@ func TestLiveAfterACrash(t *testing.T) {
 	if strings.Contains(strings.Join(x.tg.calls(), ","), "resume") {
 		t.Error("a message whose outcome is unknown was resumed")
 	}
+}
+
+// TestLiveTypingIndicator: a platform with a typing indicator shows it once
+// the run shows live, then again each time it runs out, until the run
+// ends; one that lasts (again 0) is shown once.
+func TestLiveTypingIndicator(t *testing.T) {
+	t.Parallel()
+	x := newPipe(t)
+	typer := typingPlatform{fakePlatform: &fakePlatform{name: "discord"}, again: 3 * time.Second}
+	once := typingPlatform{fakePlatform: &fakePlatform{name: "slack"}}
+	var err error
+	x.p, err = chat.NewReplies(chat.RepliesConfig{Store: x.db,
+		Platforms: map[string]chat.Platform{chat.PlatformDiscord: typer, chat.PlatformSlack: once},
+		Ticker:    func(time.Duration) (<-chan time.Time, func()) { return x.ticks, func() {} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := x.p.Progress(x.run(chat.PlatformDiscord))
+	for range 4 { // 8 ticks (x.tick passes two): typing at ticks 1, 4 and 7
+		x.tick(l)
+	}
+	l.Close(core.ProgressFinished)
+	want(t, typer.fakePlatform, "start ", "typing", "typing", "typing")
+
+	l = x.p.Progress(x.run(chat.PlatformSlack))
+	for range 4 {
+		x.tick(l)
+	}
+	l.Close(core.ProgressFinished)
+	want(t, once.fakePlatform, "start ", "typing")
 }

@@ -162,6 +162,15 @@ func (c *Client) Edit(ctx context.Context, channel, id string, m Message) error 
 	return nil
 }
 
+// Typing shows the bot typing in channel (Trigger Typing Indicator) for
+// about 10 seconds, or until it posts there.
+func (c *Client) Typing(ctx context.Context, channel string) error {
+	if err := c.s.ChannelTyping(channel, discordgo.WithContext(ctx)); err != nil {
+		return fmt.Errorf("discord typing in %s: %w", channel, err)
+	}
+	return nil
+}
+
 // StartThread opens a thread on message msg of channel (its id is msg's);
 // a thread that exists already is no error.
 func (c *Client) StartThread(ctx context.Context, channel, msg, name string) error {

@@ -193,6 +193,15 @@ func TestLiveAnswerEdited(t *testing.T) {
 		t.Fatalf("live message = %+v", e.fake.Messages(thread))
 	}
 	l.Close(core.ProgressFinished)
+	typing := 0
+	for _, c := range e.fake.Calls() {
+		if c.Method == "POST" && c.Path == "/channels/"+thread+"/typing" {
+			typing++
+		}
+	}
+	if typing == 0 {
+		t.Error("no typing indicator while the answer was written")
+	}
 	e.finish(t, r, run, "Hello world, done.")
 	msgs := e.fake.Messages(thread)
 	if len(msgs) != 1 || msgs[0].Content != "Hello world, done." || msgs[0].Edits != 2 {

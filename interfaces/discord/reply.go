@@ -30,7 +30,10 @@ type Replier struct {
 	sender
 }
 
-var _ chat.Platform = (*Replier)(nil)
+var (
+	_ chat.Platform = (*Replier)(nil)
+	_ chat.Typer    = (*Replier)(nil)
+)
 
 // NewReplier checks cfg and returns the replier.
 func NewReplier(cfg ReplierConfig) (*Replier, error) {

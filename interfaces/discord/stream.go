@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/agentgate/agentgate/core"
@@ -40,6 +41,15 @@ func (r *Replier) ResumeLive(_ context.Context, b core.Binding, ref string) chat
 		return nil
 	}
 	return &liveMsg{r: r, channel: b.Channel, id: ref}
+}
+
+// typingLasts is how often the typing indicator is shown again: Discord
+// shows it for about 10 seconds.
+const typingLasts = 8 * time.Second
+
+// Typing implements chat.Typer.
+func (r *Replier) Typing(ctx context.Context, _ core.Run, b core.Binding) (time.Duration, error) {
+	return typingLasts, r.cfg.Client.Typing(ctx, b.Channel)
 }
 
 // MaybePosted implements chat.Platform.

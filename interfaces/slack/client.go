@@ -295,6 +295,17 @@ func (c *Client) StartStream(ctx context.Context, t StreamTarget, markdown strin
 	return ts, err
 }
 
+// SetStatus sets the assistant thread status of thread in channel
+// (assistant.threads.setStatus), shown under the thread until the app
+// replies there; "" clears it. Slack refuses it outside an AI app's
+// threads with an APIError.
+func (c *Client) SetStatus(ctx context.Context, channel, thread, status string) error {
+	return c.call(ctx, "assistant.threads.setStatus", channel, "", false, true, func(ctx context.Context) error {
+		return c.api.SetAssistantThreadsStatusContext(ctx, slackapi.AssistantThreadsSetStatusParameters{
+			ChannelID: channel, ThreadTS: thread, Status: status})
+	})
+}
+
 // AppendStream adds markdown to the streamed message ts. Appending is not idempotent: a
 // failure that may have appended matches ErrMaybePosted and is not retried (repair with
 // Update and the full text if the stream must be abandoned).

@@ -33,9 +33,13 @@ type Replier struct {
 	cfg ReplierConfig
 	sender
 	streamRefused sync.Map // channel → true: Slack refused chat.startStream there
+	statusRefused sync.Map // channel → true: Slack refused assistant.threads.setStatus there
 }
 
-var _ chat.Platform = (*Replier)(nil)
+var (
+	_ chat.Platform = (*Replier)(nil)
+	_ chat.Typer    = (*Replier)(nil)
+)
 
 // NewReplier checks cfg and returns the replier.
 func NewReplier(cfg ReplierConfig) (*Replier, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	slackapi "github.com/slack-go/slack"
 
@@ -222,6 +223,27 @@ func firstMessage(md string) (string, []slackapi.Block) {
 		return "", nil
 	}
 	return strings.Join(msgs[0], "\n\n"), sectionBlocks(msgs[0])
+}
+
+// thinkingStatus is the assistant thread status shown while a run works.
+const thinkingStatus = "is thinking…"
+
+// Typing implements chat.Typer: the assistant thread status, which Slack
+// shows until the app replies in the thread. Where Slack refuses it (not an
+// AI app's thread), it is not asked again in the channel until the process
+// restarts.
+func (r *Replier) Typing(ctx context.Context, _ core.Run, b core.Binding) (time.Duration, error) {
+	if b.Thread == "" {
+		return 0, nil
+	}
+	if _, refused := r.statusRefused.Load(b.Channel); refused {
+		return 0, nil
+	}
+	err := r.cfg.Client.SetStatus(ctx, b.Channel, b.Thread, thinkingStatus)
+	if _, refused := errors.AsType[*APIError](err); refused {
+		r.statusRefused.Store(b.Channel, true)
+	}
+	return 0, err
 }
 
 // noStream reports whether Slack refused to stream in channel before.

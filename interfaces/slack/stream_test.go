@@ -183,6 +183,9 @@ func TestLiveReplyStreamsThenBecomesTheAnswer(t *testing.T) {
 	if a := starts[0].Args; a["thread_ts"] != liveThread || a["recipient_user_id"] != "U0ASKER" || a["recipient_team_id"] != "T0TEAM" || a["markdown_text"] != "Hello, " {
 		t.Errorf("startStream args = %v, want the thread, the asker and the text so far", a)
 	}
+	if st, ok := b.fake.Status(liveChannel, liveThread); !ok || st != thinkingStatus {
+		t.Errorf("assistant thread status = %q (set: %v), want %q while the run works", st, ok, thinkingStatus)
+	}
 	for _, d := range []string{"**wor", "ld**: see ", "[the log](https://ci.example/42)."} {
 		l.Delta(d)
 	}

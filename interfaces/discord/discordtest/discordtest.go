@@ -228,6 +228,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.messages[m.ID] = m
 		s.order = append(s.order, m.ID)
 		writeJSON(w, 200, map[string]any{"id": m.ID, "channel_id": m.ChannelID, "content": m.Content})
+	case r.Method == "POST" && len(parts) == 3 && parts[0] == "channels" && parts[2] == "typing":
+		w.WriteHeader(204) // Trigger Typing Indicator: the calls record it
 	case r.Method == "PATCH" && len(parts) == 4 && parts[0] == "channels" && parts[2] == "messages":
 		m, ok := s.messages[parts[3]]
 		if !ok {

@@ -101,6 +101,7 @@ type Server struct {
 	channels   map[string]bool // nil: every channel exists
 	views      []View
 	groups     map[string][]string // user group id → user ids
+	statuses   map[msgKey]string   // channel and thread → assistant thread status
 	seq        int64
 }
 
@@ -117,6 +118,7 @@ func NewServer() *Server {
 		Token:    DefaultToken,
 		AppToken: DefaultAppToken,
 		groups:   map[string][]string{},
+		statuses: map[msgKey]string{},
 		msgs:     map[msgKey]*Message{},
 		faults:   map[string][]Fault{},
 	}
@@ -227,6 +229,15 @@ func (s *Server) Views() []View {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.views)
+}
+
+// Status returns the assistant thread status set in channel's thread
+// (assistant.threads.setStatus); ok is false when none was.
+func (s *Server) Status(channel, thread string) (status string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	status, ok = s.statuses[msgKey{channel, thread}]
+	return status, ok
 }
 
 // Ephemerals returns the ephemeral messages sent, oldest first.
@@ -341,6 +352,15 @@ func (s *Server) apply(c Call) response {
 		}
 		s.views = append(s.views, View{TriggerID: a["trigger_id"], View: json.RawMessage(a["view"])})
 		return response{"ok": true, "view": response{"id": fmt.Sprintf("V%08d", len(s.views))}}
+	case "assistant.threads.setStatus":
+		if a["channel_id"] == "" || a["thread_ts"] == "" {
+			return response{"ok": false, "error": "invalid_arguments"}
+		}
+		if s.channels != nil && !s.channels[a["channel_id"]] {
+			return response{"ok": false, "error": "channel_not_found"}
+		}
+		s.statuses[msgKey{a["channel_id"], a["thread_ts"]}] = a["status"]
+		return response{"ok": true}
 	case "usergroups.users.list":
 		users, ok := s.groups[a["usergroup"]]
 		if !ok {
