@@ -19,6 +19,9 @@ type Agent struct {
 	HistoryRuns int
 	// MaxSteps caps the model calls in one run. Default 25.
 	MaxSteps int
+	// Images: the model takes images; attached images are given to it as
+	// images, not described.
+	Images bool
 }
 
 // ApprovalRule says whether a tool call waits for a human decision.

@@ -99,6 +99,10 @@ type EngineConfig struct {
 	// agents outside the gateway, see SubmitExternal). Default: 15 minutes,
 	// anyone may decide.
 	ExternalApproval ApprovalRule
+	// Blobs holds the bytes of attachments; images among them are given to
+	// models that take images (Agent.Images). Nil: attachments are only
+	// described to the model.
+	Blobs Blobs
 	// Progress, when set, is called each time this node starts or resumes
 	// advancing run, and returns where to show its progress live; nil
 	// shows it nowhere.
@@ -231,6 +235,9 @@ type SubmitRequest struct {
 	// naming the first run.
 	Platform  string
 	DedupeKey string
+	// Attachments are the files given with Input, their bytes stored in
+	// EngineConfig.Blobs. A message may be attachments alone.
+	Attachments []Attachment
 }
 
 // InputError is a request the caller must fix.
@@ -248,7 +255,7 @@ func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (Run, error) {
 
 // submit stores the run of req; more are journaled after its user message.
 func (e *Engine) submit(ctx context.Context, req SubmitRequest, more ...Event) (Run, error) {
-	if strings.TrimSpace(req.Input) == "" {
+	if strings.TrimSpace(req.Input) == "" && len(req.Attachments) == 0 {
 		return Run{}, &InputError{Msg: "input: must not be empty"}
 	}
 	now := e.cfg.Clock.Now().UTC()
@@ -271,7 +278,7 @@ func (e *Engine) submit(ctx context.Context, req SubmitRequest, more ...Event) (
 	if platform == "" {
 		platform = req.Binding.Platform
 	}
-	evs := append([]Event{NewEvent(EventUserMessage, UserMessage{Text: req.Input, UserID: req.UserID})}, more...)
+	evs := append([]Event{NewEvent(EventUserMessage, UserMessage{Text: req.Input, UserID: req.UserID, Attachments: req.Attachments})}, more...)
 	for i := range evs {
 		evs[i].CreatedAt = now
 	}
@@ -930,7 +937,11 @@ func (r *runner) modelRequest(ctx context.Context) (ModelRequest, error) {
 			if err != nil {
 				return req, err
 			}
-			req.Messages = append(req.Messages, Message{Role: RoleUser, Content: m.Text})
+			msg, err := r.userMessage(ctx, m)
+			if err != nil {
+				return req, err
+			}
+			req.Messages = append(req.Messages, msg)
 		case EventModelResponse:
 			m, err := decode[ModelResponse](ev)
 			if err != nil {
@@ -946,6 +957,29 @@ func (r *runner) modelRequest(ctx context.Context) (ModelRequest, error) {
 		}
 	}
 	return req, nil
+}
+
+// userMessage is m as the model reads it: its text, with each attachment
+// described, or given as an image when the agent's model takes images.
+func (r *runner) userMessage(ctx context.Context, m UserMessage) (Message, error) {
+	images := r.agent.Images && r.e.cfg.Blobs != nil
+	msg := Message{Role: RoleUser, Content: userContent(m.Text, m.Attachments, images)}
+	for _, a := range m.Attachments {
+		if !images || !a.Image() {
+			continue
+		}
+		data, err := r.e.cfg.Blobs.GetBlob(ctx, a.ID)
+		if errors.Is(err, ErrNotFound) { // gone (pruned): described instead
+			a.Note, a.ID = "no longer stored", ""
+			msg.Content = userContent(msg.Content, []Attachment{a}, false)
+			continue
+		}
+		if err != nil {
+			return msg, fmt.Errorf("attachment %s: %w", a.Name, err)
+		}
+		msg.Files = append(msg.Files, File{Attachment: a, Data: data})
+	}
+	return msg, nil
 }
 
 // toolStep advances one tool call: refuse, ask for approval, or execute.

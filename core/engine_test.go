@@ -123,6 +123,8 @@ type harness struct {
 	stop   func()
 	// progress, when set before start, is the engine's Progress hook.
 	progress func(core.Run) core.ProgressSink
+	// blobs, when set before start, holds attachments' bytes.
+	blobs core.Blobs
 }
 
 func newHarness(t testing.TB, agents map[string]*core.Agent, opts sqlite.Options, with ...func(*harness)) *harness {
@@ -154,7 +156,7 @@ func (h *harness) start(opts sqlite.Options) {
 		h.t.Fatal(err)
 	}
 	eng, err := core.NewEngine(core.EngineConfig{Store: db, Queue: db, Agents: h.agents, Hub: h.hub, Clock: h.clock, Workers: 4, Logger: opts.Logger,
-		Progress: h.progress})
+		Progress: h.progress, Blobs: h.blobs})
 	if err != nil {
 		h.t.Fatal(err)
 	}

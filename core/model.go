@@ -24,6 +24,9 @@ type Message struct {
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"` // assistant only
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	Name       string     `json:"name,omitempty"` // tool name, tool messages only
+	// Files are images given with a user message, for a model that takes
+	// images (Agent.Images); other attachments are described in Content.
+	Files []File `json:"files,omitempty"`
 }
 
 // ToolSpec describes a tool to a model.

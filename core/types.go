@@ -144,8 +144,9 @@ func NewEvent(t EventType, v any) Event {
 
 // UserMessage is the payload of EventUserMessage.
 type UserMessage struct {
-	Text   string `json:"text"`
-	UserID string `json:"user_id,omitempty"`
+	Text        string       `json:"text"`
+	UserID      string       `json:"user_id,omitempty"`
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // ToolCall is a model's request to call a tool.

@@ -16,7 +16,7 @@ import (
 )
 
 // latest is the newest migration in migrations/.
-const latest = 8
+const latest = 9
 
 // tablesAt are the tables of the schema at each version.
 var tablesAt = [latest + 1][]string{
@@ -29,6 +29,7 @@ var tablesAt = [latest + 1][]string{
 	6: {"approvals", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
 	7: {"approvals", "audit", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
 	8: {"approvals", "audit", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
+	9: {"approvals", "audit", "blobs", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
 }
 
 func wantVersion(t *testing.T, db *postgres.DB, want int) {

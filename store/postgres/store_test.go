@@ -101,6 +101,12 @@ func TestStore(t *testing.T) {
 	})
 }
 
+func TestBlobs(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	storetest.Blobs(t, openDB(t, url, newSchema(t, url), postgres.Options{}))
+}
+
 // TestCreateRunWhileFinishingHeads runs one session the way the engine does
 // while runs keep arriving: creators add runs concurrently, and workers take
 // run jobs, drop the job of a run that is not the session head (finishing

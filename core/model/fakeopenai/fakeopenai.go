@@ -33,8 +33,11 @@ type ToolCall struct {
 
 // Message is one decoded message of a request.
 type Message struct {
-	Role       string // system, developer, user, assistant or tool
-	Content    string // text; array content is joined from its text parts
+	Role    string // system, developer, user, assistant or tool
+	Content string // text; array content is joined from its text parts
+	// Images are the URLs of the message's image_url parts (data URLs for
+	// images sent inline).
+	Images     []string
 	ToolCalls  []ToolCall
 	ToolCallID string
 	Name       string
@@ -535,11 +538,14 @@ func decodeRequest(body []byte) (Request, error) {
 		req.IncludeUsage = raw.StreamOptions.IncludeUsage
 	}
 	for i, rm := range raw.Messages {
-		content, err := decodeContent(rm.Content)
+		content, images, err := decodeContent(rm.Content)
 		if err != nil {
 			return req, fmt.Errorf("Invalid 'messages[%d].content': %v", i, err)
 		}
-		m := Message{Role: rm.Role, Content: content, ToolCallID: rm.ToolCallID, Name: rm.Name}
+		if len(images) > 0 && rm.Role != "user" {
+			return req, fmt.Errorf("Invalid 'messages[%d].content': image_url parts are only allowed in user messages", i)
+		}
+		m := Message{Role: rm.Role, Content: content, Images: images, ToolCallID: rm.ToolCallID, Name: rm.Name}
 		for _, tc := range rm.ToolCalls {
 			m.ToolCalls = append(m.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
@@ -559,26 +565,35 @@ func decodeRequest(body []byte) (Request, error) {
 
 // decodeContent accepts a string, null, or an array of content parts whose
 // text parts it joins.
-func decodeContent(raw json.RawMessage) (string, error) {
+func decodeContent(raw json.RawMessage) (text string, images []string, err error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
+		return "", nil, nil
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
+		return s, nil, nil
 	}
 	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		ImageURL *struct {
+			URL string `json:"url"`
+		} `json:"image_url"`
 	}
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", fmt.Errorf("expected a string or an array of content parts")
+		return "", nil, fmt.Errorf("expected a string or an array of content parts")
 	}
 	var b strings.Builder
-	for _, p := range parts {
-		if p.Type == "text" {
+	for i, p := range parts {
+		switch p.Type {
+		case "text":
 			b.WriteString(p.Text)
+		case "image_url":
+			if p.ImageURL == nil || !strings.HasPrefix(p.ImageURL.URL, "data:image/") && !strings.HasPrefix(p.ImageURL.URL, "https://") {
+				return "", nil, fmt.Errorf("part %d: image_url.url must be an https URL or a data:image/ URL", i)
+			}
+			images = append(images, p.ImageURL.URL)
 		}
 	}
-	return b.String(), nil
+	return b.String(), images, nil
 }

@@ -6,6 +6,7 @@ package openai
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -157,6 +158,23 @@ func arguments(s string) json.RawMessage {
 	}
 }
 
+// userMessage is msg in the Chat Completions format: a string, or content
+// parts with its images as data URLs.
+func userMessage(msg core.Message) openai.ChatCompletionMessageParamUnion {
+	if len(msg.Files) == 0 {
+		return openai.UserMessage(msg.Content)
+	}
+	var parts []openai.ChatCompletionContentPartUnionParam
+	if msg.Content != "" {
+		parts = append(parts, openai.TextContentPart(msg.Content))
+	}
+	for _, f := range msg.Files {
+		url := "data:" + f.MIME + ";base64," + base64.StdEncoding.EncodeToString(f.Data)
+		parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: url}))
+	}
+	return openai.UserMessage(parts)
+}
+
 // params builds the request body for req.
 func (m *Model) params(req core.ModelRequest) (openai.ChatCompletionNewParams, error) {
 	p := openai.ChatCompletionNewParams{
@@ -169,7 +187,7 @@ func (m *Model) params(req core.ModelRequest) (openai.ChatCompletionNewParams, e
 	for i, msg := range req.Messages {
 		switch msg.Role {
 		case core.RoleUser:
-			p.Messages = append(p.Messages, openai.UserMessage(msg.Content))
+			p.Messages = append(p.Messages, userMessage(msg))
 		case core.RoleAssistant:
 			var a openai.ChatCompletionAssistantMessageParam
 			// Content is optional next to tool calls, required otherwise.

@@ -1,0 +1,65 @@
+package core_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/store/blobdir"
+	"github.com/agentgate/agentgate/store/sqlite"
+)
+
+// TestAttachmentsReachTheModel: an attached image is given to a model that
+// takes images, with its bytes; other files, and images for a model that
+// does not take them, are described in the message's text; a message may
+// be attachments alone.
+func TestAttachmentsReachTheModel(t *testing.T) {
+	t.Parallel()
+	ok := func(int, core.ModelRequest) (core.ModelResponse, error) { return core.ModelResponse{Text: "seen"}, nil }
+	seeing, blind := &scriptModel{Func: ok}, &scriptModel{Func: ok}
+	var blobs core.Blobs
+	h := newHarness(t, map[string]*core.Agent{
+		"seeing": {Model: seeing, Images: true},
+		"blind":  {Model: blind},
+	}, sqlite.Options{}, func(h *harness) {
+		d, err := blobdir.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.blobs, blobs = d, d
+	})
+	png := []byte("\x89PNG\r\n\x1a\n-a-plot-")
+	id, err := blobs.PutBlob(t.Context(), png)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []core.Attachment{
+		{ID: id, Name: "plot.png", MIME: "image/png", Size: int64(len(png))},
+		{ID: core.BlobID([]byte("pdf")), Name: "report.pdf", MIME: "application/pdf", Size: 14_200},
+		{Name: "huge.zip", MIME: "application/zip", Size: 30_000_000, Note: "not stored: larger than the 20.0 MB limit"},
+	}
+	for _, agent := range []string{"seeing", "blind"} {
+		run, err := h.eng.Submit(t.Context(), core.SubmitRequest{AgentID: agent, UserID: "ana", Attachments: files})
+		if err != nil {
+			t.Fatalf("%s: a message of attachments alone: %v", agent, err)
+		}
+		h.waitStatus(run.ID, core.RunCompleted)
+	}
+
+	msg := seeing.requests()[0].Messages[0]
+	if len(msg.Files) != 1 || msg.Files[0].Name != "plot.png" || !bytes.Equal(msg.Files[0].Data, png) {
+		t.Errorf("seeing model's files = %+v, want plot.png with its bytes", msg.Files)
+	}
+	wantText := "[attached: report.pdf (application/pdf, 14.2 KB)]\n[attached: huge.zip (application/zip, 30.0 MB): not stored: larger than the 20.0 MB limit]"
+	if msg.Content != wantText {
+		t.Errorf("seeing model's text = %q, want %q", msg.Content, wantText)
+	}
+	msg = blind.requests()[0].Messages[0]
+	if len(msg.Files) != 0 || !strings.HasPrefix(msg.Content, "[attached: plot.png (image/png, 16 B)]\n[attached: report.pdf") {
+		t.Errorf("blind model's message = %q with %d files, want every file described", msg.Content, len(msg.Files))
+	}
+	if _, err := h.eng.Submit(t.Context(), core.SubmitRequest{AgentID: "blind", UserID: "ana"}); err == nil {
+		t.Error("a message with neither text nor attachments was taken")
+	}
+}
