@@ -11,8 +11,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,7 +63,8 @@ type Client struct {
 
 	mu     sync.Mutex
 	limits map[int64][]*rate.Limiter
-	names  *nameCache
+	names  *nameCache // what getChatMember said of a user in a chat
+	seen   *nameCache // how updates showed users (chat 0)
 }
 
 // NewClient checks cfg and returns the client; it makes no call.
@@ -94,7 +97,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telegram: %w", err)
 	}
-	return &Client{cfg: cfg, bot: b, log: cfg.Logger, limits: map[int64][]*rate.Limiter{}, names: newNameCache(maxCachedNames)}, nil
+	return &Client{cfg: cfg, bot: b, log: cfg.Logger, limits: map[int64][]*rate.Limiter{}, names: newNameCache(maxCachedNames),
+		seen: newNameCache(maxSeenNames)}, nil
 }
 
 // Me returns the bot's own user (getMe).
@@ -192,11 +196,12 @@ func (c *Client) ChatMember(ctx context.Context, chat, user int64) (models.User,
 	return *u, nil
 }
 
-// SetCommands registers the bot's commands (setMyCommands).
+// SetCommands registers the bot's commands (setMyCommands). Telegram's
+// refusal is an *APIError: its HTTP status and description.
 func (c *Client) SetCommands(ctx context.Context, cmds []models.BotCommand) error {
 	return c.retry(ctx, func() error {
-		_, err := c.bot.SetMyCommands(ctx, &bot.SetMyCommandsParams{Commands: cmds})
-		return err
+		var ok bool
+		return c.call(ctx, "setMyCommands", map[string]any{"commands": cmds}, 0, &ok)
 	})
 }
 
@@ -204,44 +209,137 @@ func (c *Client) SetCommands(ctx context.Context, cmds []models.BotCommand) erro
 // to timeout for one. Calling it with offset confirms every update below
 // offset: Telegram does not send them again. (go-telegram/bot's own polling
 // loop confirms updates before they are stored, so the poller calls this.)
+// Telegram's refusal is an *APIError (a 429 one unwraps to a
+// *bot.TooManyRequestsError with its retry_after).
 func (c *Client) Updates(ctx context.Context, offset int64, timeout time.Duration) ([]models.Update, error) {
-	body, _ := json.Marshal(map[string]any{"offset": offset, "timeout": int(timeout / time.Second),
-		"allowed_updates": []string{"message", "callback_query"}})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.APIURL+"/bot"+c.cfg.Token+"/getUpdates", bytes.NewReader(body))
+	var ups []models.Update
+	err := c.call(ctx, "getUpdates", map[string]any{"offset": offset, "timeout": int(timeout / time.Second),
+		"allowed_updates": []string{"message", "callback_query"}}, timeout+30*time.Second, &ups)
+	return ups, err
+}
+
+// APIError is the Bot API's refusal of a call: {"ok":false,"error_code":…,
+// "description":…}, with the HTTP status it came with.
+type APIError struct {
+	Method      string // "setMyCommands"
+	Status      int    // HTTP status
+	Code        int    // error_code; the HTTP status when the answer has none
+	Description string // "Bad Request: command is invalid"
+	// RetryAfter is parameters.retry_after of a 429: how long to wait.
+	RetryAfter time.Duration
+}
+
+func (e *APIError) Error() string {
+	desc := e.Description
+	if desc == "" {
+		desc = "(no description)"
+	}
+	if e.Code != e.Status {
+		return fmt.Sprintf("telegram %s: HTTP %d: error %d: %s", e.Method, e.Status, e.Code, desc)
+	}
+	return fmt.Sprintf("telegram %s: HTTP %d: %s", e.Method, e.Status, desc)
+}
+
+// Unwrap is go-telegram/bot's error for the same refusal, so that
+// errors.Is(err, bot.ErrorBadRequest) and a *bot.TooManyRequestsError hold
+// as they do for the calls made through it.
+func (e *APIError) Unwrap() error {
+	switch e.Code {
+	case http.StatusBadRequest:
+		return bot.ErrorBadRequest
+	case http.StatusUnauthorized:
+		return bot.ErrorUnauthorized
+	case http.StatusForbidden:
+		return bot.ErrorForbidden
+	case http.StatusNotFound:
+		return bot.ErrorNotFound
+	case http.StatusConflict:
+		return bot.ErrorConflict
+	case http.StatusTooManyRequests:
+		return &bot.TooManyRequestsError{Message: e.Description, RetryAfter: int(e.RetryAfter / time.Second)}
+	}
+	return nil
+}
+
+// maxAnswerBytes caps the answer to a call (100 updates of getUpdates fit
+// many times); maxErrorBody how much of an answer that is not the Bot API's
+// JSON an error quotes.
+const (
+	maxAnswerBytes = 64 << 20
+	maxErrorBody   = 200
+)
+
+// call calls method with params (JSON) and decodes its result into result.
+// timeout > 0 replaces the HTTP client's. Telegram's refusal is an
+// *APIError.
+func (c *Client) call(ctx context.Context, method string, params any, timeout time.Duration, result any) error {
+	body, err := json.Marshal(params)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("telegram %s: encode: %w", method, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.APIURL+"/bot"+c.cfg.Token+"/"+method, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("telegram %s: API URL %q: must be an absolute http(s) URL", method, c.cfg.APIURL) // err quotes the token
 	}
 	req.Header.Set("Content-Type", "application/json")
-	hc := *c.cfg.HTTPClient
-	hc.Timeout = timeout + 30*time.Second
+	hc := c.cfg.HTTPClient
+	if timeout > 0 {
+		cp := *hc
+		cp.Timeout = timeout
+		hc = &cp
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		var ue interface{ Unwrap() error }
+		var ue *url.Error
 		if errors.As(err, &ue) {
-			err = ue.Unwrap() // the URL holds the token
+			err = ue.Err // the URL holds the token
 		}
-		return nil, fmt.Errorf("telegram getUpdates: %w", err)
+		return fmt.Errorf("telegram %s: %w", method, err)
 	}
 	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	if err != nil {
+		return fmt.Errorf("telegram %s: HTTP %d: read the answer: %w", method, resp.StatusCode, err)
+	}
 	var r struct {
 		OK          bool            `json:"ok"`
-		Result      []models.Update `json:"result"`
+		Result      json.RawMessage `json:"result"`
 		ErrorCode   int             `json:"error_code"`
 		Description string          `json:"description"`
 		Parameters  struct {
 			RetryAfter int `json:"retry_after"`
 		} `json:"parameters"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return nil, fmt.Errorf("telegram getUpdates: decode: %w", err)
+	if err := json.Unmarshal(raw, &r); err != nil {
+		if resp.StatusCode != http.StatusOK {
+			return &APIError{Method: method, Status: resp.StatusCode, Code: resp.StatusCode, Description: excerpt(raw)}
+		}
+		return fmt.Errorf("telegram %s: decode the answer: %w", method, err)
 	}
-	switch {
-	case r.ErrorCode == http.StatusTooManyRequests:
-		return nil, &bot.TooManyRequestsError{Message: r.Description, RetryAfter: r.Parameters.RetryAfter}
-	case !r.OK:
-		return nil, fmt.Errorf("telegram getUpdates: %d %s", r.ErrorCode, r.Description)
+	if !r.OK {
+		e := &APIError{Method: method, Status: resp.StatusCode, Code: r.ErrorCode, Description: r.Description,
+			RetryAfter: time.Duration(r.Parameters.RetryAfter) * time.Second}
+		if e.Code == 0 {
+			e.Code = resp.StatusCode
+		}
+		return e
 	}
-	return r.Result, nil
+	if result != nil {
+		if err := json.Unmarshal(r.Result, result); err != nil {
+			return fmt.Errorf("telegram %s: decode the result: %w", method, err)
+		}
+	}
+	return nil
+}
+
+// excerpt is the start of an answer that is not the Bot API's JSON (a
+// proxy's error page), on one line.
+func excerpt(raw []byte) string {
+	s := strings.Join(strings.Fields(string(raw)), " ")
+	if r := []rune(s); len(r) > maxErrorBody {
+		s = string(r[:maxErrorBody]) + "…"
+	}
+	return s
 }
 
 // retry calls fn, again after the retry_after of a 429, at most MaxRetries
@@ -287,6 +385,10 @@ func (c *Client) wait(ctx context.Context, chat int64) error {
 // apiError reports whether err is Telegram's answer (so nothing was done),
 // not a transport failure.
 func apiError(err error) bool {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return true
+	}
 	var tm *bot.TooManyRequestsError
 	var mg *bot.MigrateError
 	for _, e := range []error{bot.ErrorBadRequest, bot.ErrorForbidden, bot.ErrorUnauthorized, bot.ErrorNotFound, bot.ErrorConflict} {

@@ -133,6 +133,12 @@ type inboxEntry struct {
 // once it is durable; an update stored before (same update_id) is not
 // stored again. An error means it was not stored.
 func (h *Handler) Ingest(ctx context.Context, u models.Update) error {
+	switch { // cards and answers name them as Telegram just did
+	case u.Message != nil:
+		h.cfg.Client.saw(u.Message.From)
+	case u.CallbackQuery != nil:
+		h.cfg.Client.saw(&u.CallbackQuery.From)
+	}
 	req := h.cfg.Parser.Parse(u)
 	if req.Kind == KindIgnored {
 		return nil

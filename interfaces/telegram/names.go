@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
 
 	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/interfaces/chat"
@@ -16,27 +17,37 @@ import (
 
 // How long Names keeps what Telegram said of a user in a chat: their name,
 // or that it has none for them (not in the chat, or the lookup failed), and
-// how many answers it keeps at most.
+// how many answers it keeps at most; how long it keeps the name an update
+// showed a user with (saw), and how many of those.
 const (
 	nameTTL        = time.Hour
 	noNameTTL      = 5 * time.Minute
 	maxCachedNames = 10_000
+	seenNameTTL    = 24 * time.Hour
+	maxSeenNames   = 10_000
 )
 
 // Names returns how chat shows each of users: "@username" when they have
-// one, else their first and last name (getChatMember). A user Telegram does
-// not name there (never in the chat, or the lookup failed or was not done
-// within NameTimeout for all of users) is left out. Answers are cached per
-// chat and user, an hour for a name and five minutes for none, so a
-// message costs at most one lookup per user an hour.
+// one, else their first and last name. A user seen on an update (a message
+// or a click that reached the bot) in the last day is named as that update
+// showed them, without asking Telegram; the others are looked up
+// (getChatMember). A user Telegram does not name there (never in the chat,
+// or the lookup failed or was not done within NameTimeout for all of
+// users) is left out. Answers are cached per chat and user, an hour for a
+// name and five minutes for none, so a message costs at most one lookup
+// per user an hour.
 func (c *Client) Names(ctx context.Context, chat int64, users []int64) map[int64]string {
 	out := make(map[int64]string, len(users))
-	if chat == 0 {
-		return out
-	}
 	lookups, cancel := context.WithTimeout(ctx, c.cfg.NameTimeout)
 	defer cancel()
 	for _, user := range users {
+		if name, seen := c.seen.get(nameKey{user: user}, c.cfg.Clock.Now()); seen {
+			out[user] = name
+			continue
+		}
+		if chat == 0 {
+			continue // no chat to ask about
+		}
 		key := nameKey{chat: chat, user: user}
 		if name, cached := c.names.get(key, c.cfg.Clock.Now()); cached {
 			if name != "" {
@@ -65,6 +76,17 @@ func (c *Client) Names(ctx context.Context, chat int64, users []int64) map[int64
 	return out
 }
 
+// saw records how an update (its from) shows user u, for Names.
+func (c *Client) saw(u *models.User) {
+	if u == nil || u.ID <= 0 || u.IsBot {
+		return
+	}
+	if name := userName(*u); name != "" {
+		c.seen.put(nameKey{user: u.ID}, name, c.cfg.Clock.Now(), seenNameTTL)
+	}
+}
+
+// nameKey names a user in a chat; chat 0 in the names seen on updates.
 type nameKey struct{ chat, user int64 }
 
 type cachedName struct {

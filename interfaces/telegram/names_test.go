@@ -3,6 +3,7 @@ package telegram_test
 import (
 	"fmt"
 	"maps"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -160,5 +161,35 @@ func TestNamesTimeout(t *testing.T) {
 	// One budget for the whole message: the stalled first lookup used it up.
 	if n := fake.Calls("getChatMember"); n != 1 {
 		t.Fatalf("getChatMember calls = %d, want 1 within the 50ms budget", n)
+	}
+}
+
+// A user Telegram will not name in a chat (getChatMember: user not found)
+// is named as their last update to the bot showed them: the card asks for
+// them and names their decision by id as @username, not as a bare mention,
+// without asking Telegram.
+func TestNamesSeenOnUpdates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	hello := strings.NewReplacer("5550001", fmt.Sprint(strangerID), "ana_ops", "sam_ext", `"Ana"`, `"Sam"`).
+		Replace(string(payload(t, "private_message.json")))
+	if code := e.post(t, secret, []byte(hello)); code != http.StatusOK {
+		t.Fatalf("message: got %d", code)
+	}
+	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{principal(strangerID)}})
+	e.render(t, a.ID)
+	if got := e.card(t, a.ID).Text; !strings.Contains(got, `Who may decide: @sam\_ext`+"\n") {
+		t.Fatalf("card = %q, want it to name the approver @sam_ext", got)
+	}
+	if _, err := e.db.DecideApproval(t.Context(), a.ID, core.Decision{Status: core.ApprovalApproved, By: principal(strangerID),
+		Via: "api", At: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	e.render(t, a.ID)
+	if got := e.card(t, a.ID).Text; !strings.Contains(got, `Approved* by @sam\_ext`) || strings.Contains(got, "tg://") {
+		t.Fatalf("decided card = %q, want it approved by @sam_ext", got)
+	}
+	if n := e.fake.Calls("getChatMember"); n != 0 {
+		t.Fatalf("getChatMember calls = %d, want none for a user seen on an update", n)
 	}
 }

@@ -75,10 +75,14 @@ func (p Parser) message(req *Request, m *models.Message) {
 		thread = strconv.Itoa(m.MessageThreadID) // one session per forum topic
 	}
 	channel, user := strconv.FormatInt(m.Chat.ID, 10), strconv.FormatInt(m.From.ID, 10)
-	if name, args, ok := p.command(m); ok {
+	name, args, ok, forOther := p.command(m)
+	if forOther {
+		return // "/help@OtherBot": for that bot, in any chat
+	}
+	if ok {
 		req.Kind = KindCommand
 		req.Command = &chat.Command{Platform: chat.PlatformTelegram, Channel: channel, UserID: user,
-			UserName: m.From.Username, Name: name, Text: args}
+			UserName: userName(*m.From), Name: name, Text: args}
 		req.Thread = thread
 		return
 	}
@@ -93,27 +97,28 @@ func (p Parser) message(req *Request, m *models.Message) {
 	req.Kind = KindMessage
 	req.Message = &chat.Inbound{
 		Platform: chat.PlatformTelegram, Channel: channel, Thread: thread,
-		MessageID: strconv.Itoa(m.ID), UserID: user, UserName: m.From.Username, Text: strings.TrimSpace(text),
+		MessageID: strconv.Itoa(m.ID), UserID: user, UserName: userName(*m.From), Text: strings.TrimSpace(text),
 		Mentioned: mentioned || replied, FromBot: m.From.IsBot, DirectMessage: private,
 		At: time.Unix(int64(m.Date), 0).UTC(),
 	}
 }
 
 // command reads a bot_command at the start of m: "/run@bot daily" is
-// ("run", "daily"). A command addressed to another bot is not one.
-func (p Parser) command(m *models.Message) (name, args string, ok bool) {
+// ("run", "daily"). forOther reports a command addressed to another bot
+// ("/help@OtherBot"): not one for this bot, nor a message to it.
+func (p Parser) command(m *models.Message) (name, args string, ok, forOther bool) {
 	if len(m.Entities) == 0 || m.Entities[0].Type != models.MessageEntityTypeBotCommand || m.Entities[0].Offset != 0 {
-		return "", "", false
+		return "", "", false, false
 	}
 	cmd := entityText(m.Text, m.Entities[0])
 	if cmd == "" || !strings.HasPrefix(m.Text, cmd) {
-		return "", "", false
+		return "", "", false, false
 	}
 	name, at, addressed := strings.Cut(strings.TrimPrefix(cmd, "/"), "@")
 	if addressed && !strings.EqualFold(at, p.BotUsername) {
-		return "", "", false
+		return "", "", false, true
 	}
-	return strings.ToLower(name), strings.TrimSpace(m.Text[len(cmd):]), name != ""
+	return strings.ToLower(name), strings.TrimSpace(m.Text[len(cmd):]), name != "", false
 }
 
 // stripMention removes the bot's @mentions from m's text and reports
@@ -182,7 +187,8 @@ func (p Parser) callback(req *Request, q *models.CallbackQuery) {
 	}
 }
 
-// userName shows a Telegram user: @username, else their first name.
+// userName shows a Telegram user as their updates name them: @username,
+// else their first and last name; "" for a user without either.
 func userName(u models.User) string {
 	if u.Username != "" {
 		return "@" + u.Username

@@ -2,8 +2,9 @@
 // serves /bot<token>/<method> for the methods agentgate calls, in the Bot
 // API's wire format (multipart, form or JSON parameters; {"ok":…} answers),
 // records what was sent and edited, serves getUpdates with offsets, answers
-// getChatMember for the members it was given (Join), and can answer 429 with
-// retry_after or not answer at all (Stall).
+// getChatMember for the members it was given (Join), and can refuse calls
+// (Refuse, Fail429: 429 with retry_after), not answer at all (Stall), or
+// answer getUpdates at once instead of holding the long poll (HurryPolls).
 package telegramtest
 
 import (
@@ -52,7 +53,8 @@ type Server struct {
 	updates  []json.RawMessage // pending, with their ids
 	ids      []int64
 	offsets  []int64 // offsets getUpdates was called with
-	fail     map[string]int
+	refuse   map[string]refusal
+	hurry    bool // getUpdates does not hold the poll
 	stall    map[string]bool
 	calls    map[string]int
 	members  map[int64]map[int64]User // chat → user id → user
@@ -64,7 +66,7 @@ type Server struct {
 // New starts a fake Bot API for token.
 func New(token string) *Server {
 	s := &Server{Token: token, BotID: 7000000001, BotUsername: "agentgate_bot", answers: map[string]string{},
-		fail: map[string]int{}, stall: map[string]bool{}, calls: map[string]int{}, members: map[int64]map[int64]User{},
+		refuse: map[string]refusal{}, stall: map[string]bool{}, calls: map[string]int{}, members: map[int64]map[int64]User{},
 		changed: make(chan struct{}), nextID: 100, stop: make(chan struct{})}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
@@ -140,11 +142,40 @@ func (s *Server) Push(update string) {
 	s.notify()
 }
 
-// Fail429 makes the next n calls of method answer 429 with retry_after.
+// Fail429 makes the next n calls of method answer 429 with retry_after 1.
 func (s *Server) Fail429(method string, n int) {
+	s.Refuse(method, n, Refusal{Code: http.StatusTooManyRequests, Description: "Too Many Requests: retry after 1", RetryAfter: 1})
+}
+
+// Refusal is how the Bot API refuses a call: the HTTP status (and
+// error_code) Code, the description and, for a 429, parameters.retry_after
+// in seconds.
+type Refusal struct {
+	Code        int
+	Description string
+	RetryAfter  int
+}
+
+type refusal struct {
+	Refusal
+	n int // calls left to refuse; < 0: all
+}
+
+// Refuse makes the next n calls of method (n < 0: every one) answer with
+// r: {"ok":false,"error_code":…,"description":…}. n = 0 ends a refusal.
+func (s *Server) Refuse(method string, n int, r Refusal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.fail[method] = n
+	s.refuse[method] = refusal{Refusal: r, n: n}
+}
+
+// HurryPolls makes getUpdates answer at once, with no updates when it has
+// none, whatever its timeout: a Bot API (or proxy) that does not hold the
+// long poll.
+func (s *Server) HurryPolls() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hurry = true
 }
 
 // Join makes u a member of chat: getChatMember answers with them there.
@@ -200,12 +231,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if s.fail[method] > 0 {
-		s.fail[method]--
+	if f := s.refuse[method]; f.n != 0 {
+		if f.n > 0 {
+			f.n--
+			s.refuse[method] = f
+		}
 		s.mu.Unlock()
+		answer := map[string]any{"ok": false, "error_code": f.Code, "description": f.Description}
+		if f.RetryAfter > 0 {
+			answer["parameters"] = map[string]any{"retry_after": f.RetryAfter}
+		}
 		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusTooManyRequests)
-		_, _ = w.Write([]byte(`{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 1","parameters":{"retry_after":1}}`))
+		w.WriteHeader(f.Code)
+		_ = json.NewEncoder(w).Encode(answer)
 		return
 	}
 	s.mu.Unlock()
@@ -396,6 +434,11 @@ func (s *Server) getUpdates(w http.ResponseWriter, r *http.Request, p map[string
 			s.notify()
 			s.mu.Unlock()
 			reply(w, 200, out, "")
+			return
+		}
+		if s.hurry {
+			s.mu.Unlock()
+			reply(w, 200, []any{}, "")
 			return
 		}
 		ch := s.changed
