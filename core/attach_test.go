@@ -2,6 +2,8 @@ package core_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -61,5 +63,57 @@ func TestAttachmentsReachTheModel(t *testing.T) {
 	}
 	if _, err := h.eng.Submit(t.Context(), core.SubmitRequest{AgentID: "blind", UserID: "ana"}); err == nil {
 		t.Error("a message with neither text nor attachments was taken")
+	}
+}
+
+// chartTool returns a chart as a file.
+type chartTool struct{ png []byte }
+
+func (c chartTool) Call(context.Context, json.RawMessage, string) (string, error) { return "", nil }
+
+func (c chartTool) CallFiles(context.Context, json.RawMessage, string) (string, []core.File, error) {
+	return "p99 latency, last hour", []core.File{{Attachment: core.Attachment{Name: "latency.png", MIME: "image/png"}, Data: c.png}}, nil
+}
+
+// TestToolFilesAreJournaled: a file a tool returns is stored, journaled
+// with the result, and described to the model.
+func TestToolFilesAreJournaled(t *testing.T) {
+	t.Parallel()
+	png := []byte("\x89PNG\r\n\x1a\n-latency-")
+	m := &scriptModel{Func: func(n int, req core.ModelRequest) (core.ModelResponse, error) {
+		if n == 1 {
+			return core.ModelResponse{ToolCalls: []core.ToolCall{{ID: "c1", Name: "chart", Arguments: json.RawMessage(`{}`)}}}, nil
+		}
+		return core.ModelResponse{Text: "Here it is."}, nil
+	}}
+	var blobs core.Blobs
+	h := newHarness(t, map[string]*core.Agent{"ops": {Model: m, Tools: []core.AgentTool{{Spec: core.ToolSpec{Name: "chart"}, Tool: chartTool{png}}}}},
+		sqlite.Options{}, func(h *harness) {
+			d, err := blobdir.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.blobs, blobs = d, d
+		})
+	run := h.submit("ops", "", "show latency")
+	h.waitStatus(run.ID, core.RunCompleted)
+	evs, err := h.db.Events(t.Context(), run.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res core.ToolResult
+	for _, ev := range evs {
+		if ev.Type == core.EventToolResult {
+			_ = json.Unmarshal(ev.Data, &res)
+		}
+	}
+	if len(res.Files) != 1 || res.Files[0].Name != "latency.png" || res.Files[0].Size != int64(len(png)) {
+		t.Fatalf("journaled result = %+v, want the chart", res)
+	}
+	if data, err := blobs.GetBlob(t.Context(), res.Files[0].ID); err != nil || !bytes.Equal(data, png) {
+		t.Errorf("stored chart: %q, %v", data, err)
+	}
+	if got := m.requests()[1].Messages[2].Content; got != "p99 latency, last hour\n[attached: latency.png (image/png, 17 B)]" {
+		t.Errorf("the model read %q", got)
 	}
 }

@@ -1059,7 +1059,14 @@ func (r *runner) execute(ctx context.Context, call ToolCall, tool *AgentTool, ar
 			return err
 		}
 	}
-	content, err := tool.Tool.Call(ctx, args, key)
+	var content string
+	var files []File
+	var err error
+	if ft, ok := tool.Tool.(FileTool); ok {
+		content, files, err = ft.CallFiles(ctx, args, key)
+	} else {
+		content, err = tool.Tool.Call(ctx, args, key)
+	}
 	res := ToolResult{ToolCallID: call.ID, Tool: call.Name, Content: content}
 	var terr *ToolError
 	switch {
@@ -1068,7 +1075,32 @@ func (r *runner) execute(ctx context.Context, call ToolCall, tool *AgentTool, ar
 	case err != nil:
 		return fmt.Errorf("tool %s: %w", call.Name, err) // retried with the same key
 	}
+	if res.Files, err = r.storeFiles(ctx, files); err != nil {
+		return fmt.Errorf("tool %s: %w", call.Name, err)
+	}
+	res.Content = userContent(res.Content, res.Files, false)
 	return r.append(ctx, NewEvent(EventToolResult, res))
+}
+
+// storeFiles keeps the files a tool returned; without a blob store they
+// are only described.
+func (r *runner) storeFiles(ctx context.Context, files []File) ([]Attachment, error) {
+	var out []Attachment
+	for _, f := range files {
+		a := f.Attachment
+		a.Size = int64(len(f.Data))
+		if r.e.cfg.Blobs == nil {
+			a.Note = "not kept: this gateway has no file store"
+		} else {
+			id, err := r.e.cfg.Blobs.PutBlob(ctx, f.Data)
+			if err != nil {
+				return nil, err
+			}
+			a.ID = id
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // requestApproval pauses the run on a new approval for call.

@@ -58,6 +58,15 @@ type Tool interface {
 	Call(ctx context.Context, args json.RawMessage, idempotencyKey string) (content string, err error)
 }
 
+// FileTool is a Tool that may return files with its result (a chart, a
+// report). The engine stores them (EngineConfig.Blobs), journals them with
+// the result, describes them to the model, and the chat reply uploads them
+// to the conversation.
+type FileTool interface {
+	Tool
+	CallFiles(ctx context.Context, args json.RawMessage, idempotencyKey string) (content string, files []File, err error)
+}
+
 // ToolError is a failure the tool itself reported; the model is told.
 type ToolError struct{ Message string }
 

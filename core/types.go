@@ -177,6 +177,8 @@ type ToolResult struct {
 	Tool       string `json:"tool"`
 	Content    string `json:"content"`
 	IsError    bool   `json:"is_error,omitempty"`
+	// Files the tool returned (FileTool), stored in the blob store.
+	Files []Attachment `json:"files,omitempty"`
 }
 
 // ApprovalRequested is the payload of EventApprovalRequested.

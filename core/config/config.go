@@ -98,6 +98,19 @@ type Model struct {
 	APIKey string `yaml:"api_key"`
 	// Timeout of one model call. Default 120s.
 	Timeout time.Duration `yaml:"timeout"`
+	// Images: whether the model takes images. Attached images are then
+	// given to it as images; otherwise every attachment is described by
+	// name, type and size. Default true for openai, false for demo.
+	Images *bool `yaml:"images"`
+}
+
+// TakesImages reports whether the model takes images (Images, or the
+// provider's default).
+func (m Model) TakesImages() bool {
+	if m.Images != nil {
+		return *m.Images
+	}
+	return m.Provider == "openai"
 }
 
 // Tool configures one tool: exactly one of HTTP or Builtin.

@@ -28,8 +28,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -160,17 +162,31 @@ func New(cfg Config) (*Tool, error) {
 	return t, nil
 }
 
-// Call sends args as the JSON request body with the Idempotency-Key header
-// and returns the response body. See the package documentation for which
+// Call is CallFiles for callers that take text only: a file the endpoint
+// returns is described, not given.
+func (t *Tool) Call(ctx context.Context, args json.RawMessage, idempotencyKey string) (string, error) {
+	content, files, err := t.CallFiles(ctx, args, idempotencyKey)
+	for _, f := range files {
+		content += f.Describe()
+	}
+	return content, err
+}
+
+var _ core.FileTool = (*Tool)(nil)
+
+// CallFiles sends args as the JSON request body with the Idempotency-Key
+// header and returns the response body; a response that is not text (an
+// image, a PDF: see isFile) is returned as a file of at most MaxFileBytes,
+// named by its Content-Disposition. See the package documentation for which
 // errors are a *core.ToolError (shown to the model) and which are transport
 // errors (retried with the same key).
-func (t *Tool) Call(ctx context.Context, args json.RawMessage, idempotencyKey string) (string, error) {
+func (t *Tool) CallFiles(ctx context.Context, args json.RawMessage, idempotencyKey string) (string, []core.File, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, t.timeout, errTimeout)
 	defer cancel()
 
 	req, err := http.NewRequestWithContext(ctx, t.method, t.url, bytes.NewReader(args))
 	if err != nil {
-		return "", fmt.Errorf("http tool %s %s: %w", t.method, safeURL(t.url), err)
+		return "", nil, fmt.Errorf("http tool %s %s: %w", t.method, safeURL(t.url), err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "agentgate")
@@ -183,30 +199,75 @@ func (t *Tool) Call(ctx context.Context, args json.RawMessage, idempotencyKey st
 
 	resp, err := t.client.Do(req)
 	if err != nil {
-		return "", t.transportError(ctx, err)
+		return "", nil, t.transportError(ctx, err)
 	}
 	defer resp.Body.Close()
 
-	limit := MaxContent
 	ok := resp.StatusCode >= 200 && resp.StatusCode <= 299
+	if ctype := resp.Header.Get("Content-Type"); ok && isFile(ctype) {
+		f, err := t.readFile(ctx, resp, ctype)
+		if err != nil {
+			return "", nil, err
+		}
+		return "", []core.File{f}, nil
+	}
+	limit := MaxContent
 	if !ok {
 		limit = MaxErrorBody
 	}
 	body, err := readLimited(resp.Body, resp.ContentLength, limit)
 	if err != nil {
-		return "", t.transportError(ctx, fmt.Errorf("read response: %w", err))
+		return "", nil, t.transportError(ctx, fmt.Errorf("read response: %w", err))
 	}
 	if ok {
 		if body == "" {
-			return fmt.Sprintf(`{"status":%d}`, resp.StatusCode), nil
+			return fmt.Sprintf(`{"status":%d}`, resp.StatusCode), nil, nil
 		}
-		return body, nil
+		return body, nil, nil
 	}
 	msg := strings.TrimSpace(body)
 	if msg == "" {
 		msg = http.StatusText(resp.StatusCode)
 	}
-	return "", &core.ToolError{Message: fmt.Sprintf("HTTP %d: %s", resp.StatusCode, msg)}
+	return "", nil, &core.ToolError{Message: fmt.Sprintf("HTTP %d: %s", resp.StatusCode, msg)}
+}
+
+// MaxFileBytes is the largest file a tool may return.
+const MaxFileBytes = 20 << 20
+
+// isFile reports whether a response of Content-Type ctype is a file for
+// the conversation rather than text for the model: anything but text/*,
+// JSON, XML and form data.
+func isFile(ctype string) bool {
+	mt, _, err := mime.ParseMediaType(ctype)
+	if err != nil || mt == "" {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(mt, "text/"), mt == "application/json", strings.HasSuffix(mt, "+json"),
+		mt == "application/xml", strings.HasSuffix(mt, "+xml"), mt == "application/x-www-form-urlencoded":
+		return false
+	}
+	return true
+}
+
+// readFile reads a file response, refusing one over MaxFileBytes.
+func (t *Tool) readFile(ctx context.Context, resp *http.Response, ctype string) (core.File, error) {
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxFileBytes+1))
+	if err != nil {
+		return core.File{}, t.transportError(ctx, fmt.Errorf("read response: %w", err))
+	}
+	if len(data) > MaxFileBytes {
+		return core.File{}, &core.ToolError{Message: fmt.Sprintf("the tool returned a file larger than %s", core.ByteSize(MaxFileBytes))}
+	}
+	mt, _, _ := mime.ParseMediaType(ctype)
+	name := "result"
+	if _, params, err := mime.ParseMediaType(resp.Header.Get("Content-Disposition")); err == nil && params["filename"] != "" {
+		name = path.Base(params["filename"])
+	} else if exts, _ := mime.ExtensionsByType(mt); len(exts) > 0 {
+		name += exts[0]
+	}
+	return core.File{Attachment: core.Attachment{Name: name, MIME: mt, Size: int64(len(data))}, Data: data}, nil
 }
 
 // errTimeout is the cause of this package's own deadline, told apart from

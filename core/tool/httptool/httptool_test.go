@@ -418,3 +418,39 @@ func ExampleNew() {
 	fmt.Println(err)
 	// Output: url: must be an absolute http(s) URL
 }
+
+// TestFileResponses: a response that is not text is a file for the
+// conversation, named by its Content-Disposition; one over MaxFileBytes is
+// the tool's failure, not a truncated file.
+func TestFileResponses(t *testing.T) {
+	t.Parallel()
+	png := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{7}, 3000)...)
+	ep := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/chart":
+			w.Header().Set("Content-Type", "image/png")
+			w.Header().Set("Content-Disposition", `attachment; filename="../../latency.png"`)
+			_, _ = w.Write(png)
+		case "/huge":
+			w.Header().Set("Content-Type", "application/pdf")
+			_, _ = w.Write(make([]byte, httptool.MaxFileBytes+1))
+		default:
+			w.Header().Set("Content-Type", "application/problem+json")
+			_, _ = w.Write([]byte(`{"ok":true}`))
+		}
+	}))
+	t.Cleanup(ep.Close)
+	content, files, err := mustNew(t, httptool.Config{URL: ep.URL + "/chart"}).CallFiles(t.Context(), json.RawMessage(`{}`), "k1")
+	if err != nil || content != "" || len(files) != 1 {
+		t.Fatalf("chart: %q, %d files, %v", content, len(files), err)
+	}
+	if f := files[0]; f.Name != "latency.png" || f.MIME != "image/png" || f.Size != int64(len(png)) || !bytes.Equal(f.Data, png) {
+		t.Errorf("file = %s %s %d bytes, want latency.png image/png %d", f.Name, f.MIME, f.Size, len(png))
+	}
+	if _, _, err := mustNew(t, httptool.Config{URL: ep.URL + "/huge"}).CallFiles(t.Context(), json.RawMessage(`{}`), "k2"); !errors.As(err, new(*core.ToolError)) {
+		t.Errorf("a file over the limit: %v, want a tool error", err)
+	}
+	if content, files, err := mustNew(t, httptool.Config{URL: ep.URL + "/json"}).CallFiles(t.Context(), json.RawMessage(`{}`), "k3"); err != nil || len(files) != 0 || content != `{"ok":true}` {
+		t.Errorf("+json is text: %q, %d files, %v", content, len(files), err)
+	}
+}
