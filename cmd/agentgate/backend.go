@@ -19,6 +19,7 @@ import (
 	"github.com/agentgate/agentgate/core/lease"
 	"github.com/agentgate/agentgate/core/queue/redisstream"
 	"github.com/agentgate/agentgate/core/queue/relay"
+	"github.com/agentgate/agentgate/store/blobdir"
 	"github.com/agentgate/agentgate/store/postgres"
 	"github.com/agentgate/agentgate/store/sqlite"
 )
@@ -57,6 +58,9 @@ type backend struct {
 	// redisTrips counts the commands and pipelines sent to Redis; nil
 	// without Redis.
 	redisTrips *redisTrips
+	// blobs keeps attachments: the blobs table on PostgreSQL, the data
+	// dir's blobs/ directory embedded.
+	blobs core.Blobs
 }
 
 // redisTrips is a go-redis hook counting round trips: one per command, one
@@ -87,6 +91,7 @@ func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, e
 		desc    string
 		janitor time.Duration
 		closeDB func() error
+		blobs   core.Blobs
 	)
 	switch {
 	case s.databaseURL != "":
@@ -94,7 +99,7 @@ func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, e
 		if err != nil {
 			return nil, fmt.Errorf("AGENTGATE_DATABASE_URL: %w", err)
 		}
-		db, desc = pg, "postgres (schema "+pg.Schema()+")"
+		db, desc, blobs = pg, "postgres (schema "+pg.Schema()+")", pg
 		janitor = 30 * time.Second // replicas: a safety net for runs whose job went missing
 	case s.redisURL != "":
 		return nil, &usageError{"AGENTGATE_REDIS_URL needs AGENTGATE_DATABASE_URL: the Redis queue is for replicas sharing PostgreSQL; unset it to use the embedded store"}
@@ -111,6 +116,11 @@ func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, e
 			unlock()
 			return nil, fmt.Errorf("open store in %s: %w", s.dataDir, err)
 		}
+		if blobs, err = blobdir.Open(filepath.Join(s.dataDir, "blobs")); err != nil {
+			unlock()
+			lite.Close()
+			return nil, err
+		}
 		db, desc = lite, "sqlite "+lite.Path()
 		closeDB = func() error { defer unlock(); return lite.Close() }
 	}
@@ -120,7 +130,7 @@ func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, e
 	if closeDB == nil {
 		closeDB = db.Close
 	}
-	b := &backend{db: db, queue: db, close: closeDB, desc: desc, janitor: janitor}
+	b := &backend{db: db, queue: db, close: closeDB, desc: desc, janitor: janitor, blobs: blobs}
 	if s.redisURL == "" {
 		if pg, ok := db.(*postgres.DB); ok {
 			b.hub = func(hub *core.Hub) func(context.Context) error {

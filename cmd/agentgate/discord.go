@@ -22,7 +22,7 @@ type discordWiring struct {
 	notifier *discord.Notifier // approval cards and routine results
 	// handler is built once the engine exists; it serves
 	// /discord/interactions and the Gateway's dispatches.
-	newHandler func(eng *core.Engine, aps discord.Decider, rt discord.RoutineRunner) (*discord.Handler, error)
+	newHandler func(eng *core.Engine, aps discord.Decider, rt discord.RoutineRunner, blobs core.Blobs) (*discord.Handler, error)
 }
 
 // newDiscord builds the Discord interface from interfaces.discord and the
@@ -65,8 +65,9 @@ func newDiscord(ctx context.Context, cfg *config.Config, db storeDB, nodeID stri
 		return nil, err
 	}
 	log.Info("discord enabled", "bot_user", me.ID, "interactions_over_http", pub != "")
-	return &discordWiring{replier: rep, notifier: notifier, newHandler: func(eng *core.Engine, aps discord.Decider, rt discord.RoutineRunner) (*discord.Handler, error) {
+	return &discordWiring{replier: rep, notifier: notifier, newHandler: func(eng *core.Engine, aps discord.Decider, rt discord.RoutineRunner, blobs core.Blobs) (*discord.Handler, error) {
 		return discord.NewHandler(discord.HandlerConfig{
+			Blobs:     blobs,
 			PublicKey: pub, ApplicationID: appID, BotUserID: me.ID, Client: client, Engine: eng, Sessions: db,
 			DefaultAgent: dc.DefaultAgent, Channels: dc.Channels, ThreadFollowUps: dc.ThreadFollowUps(), IgnoreBots: dc.IgnoresBots(),
 			Interact: discord.InteractConfig{Approvals: aps, Store: db, Routines: rt},

@@ -292,7 +292,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if dw != nil {
 		platforms[ichat.PlatformDiscord] = dw.replier
 	}
-	replies, err := ichat.NewReplies(ichat.RepliesConfig{Store: db, Platforms: platforms, Clock: clock, Logger: log})
+	replies, err := ichat.NewReplies(ichat.RepliesConfig{Store: db, Platforms: platforms, Blobs: b.blobs, Clock: clock, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -314,7 +314,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	eng, err := core.NewEngine(core.EngineConfig{
 		Store: db, Queue: b.queue, Agents: agents, Hub: hub, Clock: clock, Logger: log,
 		Observer: m, NodeID: s.nodeID, Workers: cfg.Server.Workers, JanitorInterval: b.janitor, ClaimTTL: s.claimTTL,
-		OnFinish: onFinish, Jobs: jobs, Progress: replies.Progress, ExternalApproval: ms.approval,
+		OnFinish: onFinish, Jobs: jobs, Progress: replies.Progress, Blobs: b.blobs, ExternalApproval: ms.approval,
 	})
 	if err != nil {
 		return err
@@ -323,7 +323,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		People: people(cfg), Cards: db})
 	extra := map[string]http.Handler{}
 	if sw != nil {
-		h, err := sw.newHandler(eng, aps, rt)
+		h, err := sw.newHandler(eng, aps, rt, b.blobs)
 		if err != nil {
 			return err
 		}
@@ -334,7 +334,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if tw != nil {
-		h, err := tw.newHandler(eng, aps, rt)
+		h, err := tw.newHandler(eng, aps, rt, b.blobs)
 		if err != nil {
 			return err
 		}
@@ -344,7 +344,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		b.services = append(b.services, tw.services(h)...)
 	}
 	if dw != nil {
-		h, err := dw.newHandler(eng, aps, rt)
+		h, err := dw.newHandler(eng, aps, rt, b.blobs)
 		if err != nil {
 			return err
 		}

@@ -20,7 +20,7 @@ type slackWiring struct {
 	notifier *slack.Notifier
 	// handler is built once the engine exists (it submits runs to it); its
 	// Start runs the inbox writer and processor.
-	newHandler func(eng *core.Engine, aps slack.Decider, rt slack.RoutineRunner) (*slack.Handler, error)
+	newHandler func(eng *core.Engine, aps slack.Decider, rt slack.RoutineRunner, blobs core.Blobs) (*slack.Handler, error)
 	// socket, set when SLACK_APP_TOKEN is, receives events, clicks and slash
 	// commands over Socket Mode into the handler that serves /slack/events,
 	// until ctx ends; serve runs it beside the HTTP server.
@@ -62,8 +62,9 @@ func newSlack(ctx context.Context, cfg *config.Config, db storeDB, nodeID string
 		return nil, err
 	}
 	log.Info("slack enabled", "team", who.TeamID, "bot_user", who.UserID, "socket_mode", appToken != "")
-	sw := &slackWiring{replier: rep, notifier: notifier, newHandler: func(eng *core.Engine, aps slack.Decider, rt slack.RoutineRunner) (*slack.Handler, error) {
+	sw := &slackWiring{replier: rep, notifier: notifier, newHandler: func(eng *core.Engine, aps slack.Decider, rt slack.RoutineRunner, blobs core.Blobs) (*slack.Handler, error) {
 		return slack.NewHandler(slack.HandlerConfig{
+			Blobs:         blobs,
 			Interact:      slack.InteractConfig{Approvals: aps, Store: db, Client: client, Routines: rt, Command: sc.CommandName()},
 			SigningSecret: secret, Engine: eng, Sessions: db, Logger: log, Inbox: db, NodeID: nodeID,
 			Parser:       slack.Parser{BotUserID: who.UserID, BotID: who.BotID},

@@ -25,7 +25,7 @@ type telegramWiring struct {
 	// (TELEGRAM_WEBHOOK_SECRET set) rather than by long polling.
 	webhook bool
 	// newHandler is built once the engine exists.
-	newHandler func(eng *core.Engine, aps ichat.Decider, rt ichat.RoutineRunner) (*telegram.Handler, error)
+	newHandler func(eng *core.Engine, aps ichat.Decider, rt ichat.RoutineRunner, blobs core.Blobs) (*telegram.Handler, error)
 	// services are what serve runs for h: its inbox writer and processor,
 	// and without a webhook the poller, under a lease.
 	services func(h *telegram.Handler) []func(context.Context) error
@@ -65,8 +65,9 @@ func newTelegram(ctx context.Context, cfg *config.Config, db storeDB, nodeID str
 	}
 	log.Info("telegram enabled", "bot", me.Username, "webhook", secret != "")
 	tw := &telegramWiring{notifier: notifier, webhook: secret != ""}
-	tw.newHandler = func(eng *core.Engine, aps ichat.Decider, rt ichat.RoutineRunner) (*telegram.Handler, error) {
+	tw.newHandler = func(eng *core.Engine, aps ichat.Decider, rt ichat.RoutineRunner, blobs core.Blobs) (*telegram.Handler, error) {
 		return telegram.NewHandler(telegram.HandlerConfig{
+			Blobs:         blobs,
 			WebhookSecret: secret, Engine: eng, Inbox: db, Outbox: db, Client: client, Approvals: aps, Store: db, Routines: rt,
 			Parser:       telegram.Parser{BotID: me.ID, BotUsername: me.Username, GroupMode: tc.Mode()},
 			DefaultAgent: tc.DefaultAgent, Chats: tc.Chats, NodeID: nodeID, Clock: clock, Logger: log,

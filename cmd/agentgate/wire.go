@@ -31,7 +31,7 @@ func buildAgents(cfg *config.Config, clock core.Clock) (map[string]*core.Agent, 
 		ag := &core.Agent{
 			ID: id, Description: a.Description, Instructions: a.Instructions,
 			Provider: a.Model.Provider, ModelName: a.Model.Name, Model: model,
-			HistoryRuns: a.HistoryRuns, MaxSteps: a.MaxSteps,
+			HistoryRuns: a.HistoryRuns, MaxSteps: a.MaxSteps, Images: a.Model.TakesImages(),
 		}
 		if ag.ModelName == "" {
 			ag.ModelName = a.Model.Provider

@@ -48,6 +48,9 @@ type Inbound struct {
 	FromBot       bool   // posted by a bot (this one or another)
 	DirectMessage bool
 	At            time.Time
+	// Files are the message's attachments; Attach fetches them when the
+	// message is processed.
+	Files []InFile `json:",omitempty"`
 }
 
 // Action is a click on one of an approval card's buttons.

@@ -37,6 +37,9 @@ type Answer struct {
 	// the platform's StartLive returned it, when that message was posted;
 	// the answer then replaces it. Empty when there is none.
 	Live string
+	// Files are the files the run's tools returned, with their bytes: the
+	// platform uploads each below the answer, once.
+	Files []core.File
 }
 
 // Platform is what a chat adapter gives the reply pipeline: its wire
@@ -106,6 +109,8 @@ type RepliesConfig struct {
 	// platform call in flight before abandoning it: the run's change
 	// (finish, pause) waits that long at most. Default 5s.
 	LiveCloseTimeout time.Duration
+	// Blobs holds the files tools return; nil: none are uploaded.
+	Blobs core.Blobs
 	// Ticker paces live messages; tests replace it. Default time.NewTicker.
 	Ticker func(d time.Duration) (<-chan time.Time, func())
 }
@@ -187,11 +192,15 @@ func (p *Replies) Handle(ctx context.Context, job core.Job) error {
 	if plat == nil || b.Channel == "" || text == "" {
 		return nil
 	}
-	seg, err := Segment(ctx, st, run.ID)
+	evs, err := st.Events(ctx, run.ID, 0, 0)
 	if err != nil {
 		return err
 	}
 	a := Answer{Run: run, Binding: b, Text: text}
+	if a.Files, err = p.files(ctx, evs); err != nil {
+		return err
+	}
+	seg := segment(evs)
 	state, ref, err := st.SendRef(ctx, plat.LiveKey(run.ID, seg))
 	switch {
 	case errors.Is(err, core.ErrNotFound):
@@ -224,13 +233,50 @@ func Segment(ctx context.Context, st EventReader, runID string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return segment(evs), nil
+}
+
+func segment(evs []core.Event) int {
 	n := 0
 	for _, ev := range evs {
 		if ev.Type == core.EventApprovalRequested {
 			n++
 		}
 	}
-	return n, nil
+	return n
+}
+
+// files are the stored files the run's tools returned, in order, with
+// their bytes; one no longer stored is left out (and logged).
+func (p *Replies) files(ctx context.Context, evs []core.Event) ([]core.File, error) {
+	if p.cfg.Blobs == nil {
+		return nil, nil
+	}
+	var out []core.File
+	for _, ev := range evs {
+		if ev.Type != core.EventToolResult {
+			continue
+		}
+		var res core.ToolResult
+		if err := json.Unmarshal(ev.Data, &res); err != nil {
+			return nil, fmt.Errorf("reply: tool result of run %s: %w", ev.RunID, err)
+		}
+		for _, a := range res.Files {
+			if a.ID == "" {
+				continue
+			}
+			data, err := p.cfg.Blobs.GetBlob(ctx, a.ID)
+			if errors.Is(err, core.ErrNotFound) {
+				p.cfg.Logger.Warn("a file the run returned is no longer stored; not uploaded", "run", ev.RunID, "file", a.Name)
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, core.File{Attachment: a, Data: data})
+		}
+	}
+	return out, nil
 }
 
 // Finalize makes a live message the first message of an answer, once: edit

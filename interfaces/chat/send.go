@@ -3,7 +3,9 @@ package chat
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/agentgate/agentgate/core"
@@ -70,4 +72,15 @@ func (s Sender) log() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return s.Logger
+}
+
+// Upload uploads files through the outbox, each once, under key:file:i:
+// the files a run's tools returned, below its answer.
+func (s Sender) Upload(ctx context.Context, key string, files []core.File, upload func(context.Context, core.File) (ref string, err error)) error {
+	for i, f := range files {
+		if _, err := s.PostOnce(ctx, key+":file:"+strconv.Itoa(i), func(ctx context.Context) (string, error) { return upload(ctx, f) }); err != nil {
+			return fmt.Errorf("upload %s: %w", f.Name, err)
+		}
+	}
+	return nil
 }

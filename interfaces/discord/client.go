@@ -38,7 +38,12 @@ type ClientConfig struct {
 	APIURL string
 	// Timeout bounds one HTTP request; default 30s.
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// CDNURL is one more base (scheme and host) whose attachment URLs
+	// Download fetches, besides https://cdn.discordapp.com and
+	// https://media.discordapp.net: tests point it at their fake. Default
+	// DefaultCDNURL.
+	CDNURL string
+	Logger *slog.Logger
 }
 
 // Client is Discord's REST API (and the Gateway session it opens), through
@@ -47,6 +52,8 @@ type ClientConfig struct {
 type Client struct {
 	s   *discordgo.Session
 	log *slog.Logger
+	cdn []*url.URL   // bases whose URLs Download fetches
+	dl  *http.Client // Download's client: no auth, redirects only to cdn
 }
 
 // NewClient checks cfg and returns the client; it makes no request.
@@ -73,12 +80,18 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		rt = rebase{base: base, next: rt}
 	}
 	s.Client = &http.Client{Timeout: cfg.Timeout, Transport: rt}
+	cdn, err := cdnBases(cfg.CDNURL)
+	if err != nil {
+		return nil, err
+	}
 	s.UserAgent = "agentgate (https://github.com/agentgate/agentgate, 1)"
 	s.MaxRestRetries = 3
 	s.ShouldReconnectOnError = true
 	s.StateEnabled = false
 	s.Identify.Intents = Intents
-	return &Client{s: s, log: cfg.Logger}, nil
+	c := &Client{s: s, log: cfg.Logger, cdn: cdn}
+	c.dl = &http.Client{Timeout: cfg.Timeout, Transport: http.DefaultTransport, CheckRedirect: c.checkRedirect}
+	return c, nil
 }
 
 // rebase sends the requests discordgo addresses to discord.com's API to

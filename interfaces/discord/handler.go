@@ -49,6 +49,11 @@ type HandlerConfig struct {
 	IgnoreBots bool
 	// Interact serves approval clicks and application commands.
 	Interact InteractConfig
+	// Blobs keeps the files people attach for the bot; nil: the agent
+	// only reads their names. Files over MaxFileBytes (default
+	// chat.DefaultMaxFileBytes) are not stored.
+	Blobs        core.Blobs
+	MaxFileBytes int64
 	// Inbox, when set, makes messages inbox-first: a message for the bot is
 	// appended to this durable inbox (a redelivery stored once) and its run
 	// started by Start's processor. Without it the run starts at once.
@@ -177,7 +182,12 @@ func (h *Handler) Message(ctx context.Context, m *discordgo.Message) error {
 		in.Mentioned = in.Mentioned || u.ID == h.cfg.BotUserID
 	}
 	in.Text = stripMention(m.Content, h.cfg.BotUserID)
-	if strings.TrimSpace(in.Text) == "" {
+	for _, a := range m.Attachments {
+		if a != nil && a.URL != "" {
+			in.Files = append(in.Files, chat.InFile{Ref: a.URL, Name: a.Filename, MIME: a.ContentType, Size: int64(a.Size)})
+		}
+	}
+	if strings.TrimSpace(in.Text) == "" && len(in.Files) == 0 {
 		return nil
 	}
 	e := inboxEntry{Parent: m.ChannelID}
@@ -268,16 +278,23 @@ func (h *Handler) start(ctx context.Context, key string, e inboxEntry) error {
 			return err
 		}
 	}
-	run, err := h.cfg.Engine.Submit(ctx, core.SubmitRequest{
-		AgentID: agent, Input: in.Text, SessionID: sid, UserID: in.UserID, StartedBy: chat.Author(in), Type: core.RunTypeChat,
-		Binding:  core.Binding{Platform: chat.PlatformDiscord, Workspace: in.Workspace, Channel: in.Channel},
-		Platform: chat.PlatformDiscord, DedupeKey: key,
-	})
+	files, err := chat.Files{Blobs: h.cfg.Blobs, Fetcher: fetcher{h.cfg.Client}, Max: h.cfg.MaxFileBytes, Logger: h.log}.Attach(ctx, in.Files)
 	if err != nil {
-		return chat.SubmitOutcome(err)
+		return err
+	}
+	run, err := chat.Start(ctx, h.cfg.Engine, agent, sid, key, in, core.Binding{Workspace: in.Workspace, Channel: in.Channel}, files)
+	if err != nil {
+		return err
 	}
 	h.log.Info("discord message accepted", "run", run.ID, "session", sid, "agent", agent)
 	return nil
+}
+
+// fetcher downloads an attachment from Discord's CDN.
+type fetcher struct{ c *Client }
+
+func (f fetcher) Fetch(ctx context.Context, in chat.InFile, max int64) ([]byte, error) {
+	return f.c.Download(ctx, in.Ref, max)
 }
 
 // threadName names a thread after the message that opened it (Discord

@@ -52,7 +52,8 @@ func NewReplier(cfg ReplierConfig) (*Replier, error) {
 // Reply implements chat.Platform: one message per 2,000 characters, each
 // through the outbox (a retried job skips the parts already sent and never
 // posts again a part whose outcome is unknown). When the run showed live,
-// the live message is edited into the first part. An error retries the job.
+// the live message is edited into the first part. Files the run's tools
+// returned follow as attachments, each once. An error retries the job.
 func (r *Replier) Reply(ctx context.Context, a chat.Answer) error {
 	parts := Split(a.Text, MaxMessage)
 	key, channel := "discord:reply:"+a.Run.ID, a.Binding.Channel
@@ -69,7 +70,9 @@ func (r *Replier) Reply(ctx context.Context, a chat.Answer) error {
 			return err
 		}
 	}
-	return nil
+	return r.once().Upload(ctx, key, a.Files, func(ctx context.Context, f core.File) (string, error) {
+		return r.cfg.Client.PostFile(ctx, channel, f.Name, f.Data, "")
+	})
 }
 
 // LiveKey implements chat.Platform.

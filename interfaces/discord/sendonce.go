@@ -22,8 +22,7 @@ type sender struct {
 // may have (chat.Sender). A refusal (nothing posted) is returned as an
 // error and the key can be claimed again.
 func (s sender) postOnce(ctx context.Context, key, channel string, m Message) (chat.Sent, error) {
-	once := chat.Sender{Outbox: s.outbox, Clock: s.clock, Logger: s.log, Platform: chat.PlatformDiscord,
-		MaybePosted: func(err error) bool { return errors.Is(err, ErrMaybePosted) }}
+	once := s.once()
 	return once.PostOnce(ctx, key, func(ctx context.Context) (string, error) { return s.client.Post(ctx, channel, m) })
 }
 
@@ -36,6 +35,12 @@ func (s sender) postText(ctx context.Context, key, channel, text string) error {
 		}
 	}
 	return nil
+}
+
+// once is the outbox's post-once for this platform.
+func (s sender) once() chat.Sender {
+	return chat.Sender{Outbox: s.outbox, Clock: s.clock, Logger: s.log, Platform: chat.PlatformDiscord,
+		MaybePosted: func(err error) bool { return errors.Is(err, ErrMaybePosted) }}
 }
 
 func (s sender) now() time.Time { return s.clock.Now().UTC() }

@@ -137,6 +137,7 @@ type Client struct {
 	now    func() time.Time                                 // clock; tests replace it
 	sleep  func(ctx context.Context, d time.Duration) error // waits d or until ctx ends; tests replace it
 	apiURL string
+	hc     *http.Client // cfg.HTTPClient or the default; file downloads use it directly
 }
 
 type channelLimit struct {
@@ -158,6 +159,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
+	c.hc = hc
 	switch {
 	case cfg.ChannelInterval < 0:
 		c.limit = rate.Inf

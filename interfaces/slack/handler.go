@@ -48,6 +48,11 @@ type HandlerConfig struct {
 	Logger     *slog.Logger
 	// Interact serves approval clicks and slash commands (interact.go).
 	Interact InteractConfig
+	// Blobs keeps the files people share with the bot (downloaded with
+	// Interact.Client); nil: the agent only reads their names. Files over
+	// MaxFileBytes (default chat.DefaultMaxFileBytes) are not stored.
+	Blobs        core.Blobs
+	MaxFileBytes int64
 	// Inbox, when set, makes messages inbox-first: a message for the bot is
 	// appended to this durable inbox (concurrent requests in one
 	// transaction; retries and the app_mention + message pair of one post
@@ -194,7 +199,7 @@ func (h *Handler) message(ctx context.Context, req Request) error {
 		return nil
 	case !in.Mentioned && !in.DirectMessage && (!h.cfg.ThreadFollowUps || in.Thread == in.MessageID):
 		return nil // a channel message not addressed to the bot
-	case strings.TrimSpace(in.Text) == "":
+	case strings.TrimSpace(in.Text) == "" && len(in.Files) == 0:
 		return nil // a bare mention: nothing to answer
 	}
 	if h.writer != nil {
@@ -231,29 +236,32 @@ func (h *Handler) start(ctx context.Context, key string, in chat.Inbound) error 
 			return err
 		}
 	}
-	run, err := h.cfg.Engine.Submit(ctx, core.SubmitRequest{
-		AgentID:   agent,
-		Input:     in.Text,
-		SessionID: sid,
-		UserID:    in.UserID,
-		StartedBy: chat.Author(in),
-		Type:      core.RunTypeChat,
-		Binding: core.Binding{Platform: chat.PlatformSlack, Workspace: in.Workspace,
-			Channel: in.Channel, Thread: in.Thread},
-		Platform:  chat.PlatformSlack,
-		DedupeKey: key,
-	})
-	var inputErr *core.InputError
-	switch {
-	case errors.As(err, &inputErr):
-		return fmt.Errorf("%v: %w", err, core.ErrInboxSkip)
-	case errors.Is(err, core.ErrNotFound), errors.Is(err, core.ErrSessionAgent):
-		return core.Permanent(err) // an agent that is gone, a session of another agent
-	case err != nil:
+	files, err := h.files().Attach(ctx, in.Files)
+	if err != nil {
+		return err
+	}
+	run, err := chat.Start(ctx, h.cfg.Engine, agent, sid, key, in, core.Binding{Workspace: in.Workspace, Channel: in.Channel, Thread: in.Thread}, files)
+	if err != nil {
 		return err
 	}
 	h.log.Info("slack message accepted", "run", run.ID, "session", sid, "agent", agent)
 	return nil
+}
+
+// files fetches shared files with the bot's token.
+func (h *Handler) files() chat.Files {
+	f := chat.Files{Blobs: h.cfg.Blobs, Max: h.cfg.MaxFileBytes, Logger: h.log}
+	if c := h.cfg.Interact.Client; c != nil {
+		f.Fetcher = fetcher{c}
+	}
+	return f
+}
+
+// fetcher downloads a file share (url_private_download) with the bot token.
+type fetcher struct{ c *Client }
+
+func (f fetcher) Fetch(ctx context.Context, in chat.InFile, max int64) ([]byte, error) {
+	return f.c.Download(ctx, in.Ref, max)
 }
 
 // SessionID is the session of a Slack message (chat.SessionID).

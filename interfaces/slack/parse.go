@@ -144,6 +144,25 @@ func (e *envelope) field(key string) *string {
 
 type innerEvent struct {
 	Type, SubType, User, BotID, Username, Text, TS, ThreadTS, Channel, ChannelType, Team string
+	Files                                                                                []chat.InFile
+}
+
+// decodeFiles reads a message's files: what a file share attached. A file
+// without a download URL (a Slack Connect file not shared yet, a deleted
+// one) is left out.
+func decodeFiles(v gjson.Result) []chat.InFile {
+	var out []chat.InFile
+	v.ForEach(func(_, f gjson.Result) bool {
+		url := f.Get("url_private_download").Str
+		if url == "" {
+			url = f.Get("url_private").Str
+		}
+		if url != "" {
+			out = append(out, chat.InFile{Ref: url, Name: f.Get("name").Str, MIME: f.Get("mimetype").Str, Size: f.Get("size").Int()})
+		}
+		return true
+	})
+	return out
 }
 
 func (e *innerEvent) field(key string) *string {
@@ -216,6 +235,10 @@ func decodeEnvelope(body []byte) (envelope, error) {
 		default:
 			ev := &innerEvent{}
 			v.ForEach(func(k, v gjson.Result) bool {
+				if k.Str == "files" && v.IsArray() {
+					ev.Files = decodeFiles(v)
+					return true
+				}
 				if dst := ev.field(k.Str); dst != nil {
 					return set(dst, "event."+k.Str, v)
 				}
@@ -297,6 +320,7 @@ func (p Parser) ParseEvent(body []byte) (Request, error) {
 		FromBot:       ev.BotID != "" || ev.SubType == "bot_message",
 		DirectMessage: dm,
 		At:            tsTime(ev.TS),
+		Files:         ev.Files,
 	}
 	req.Kind = KindMessage
 	req.DedupeKey = "msg:" + ev.Channel + ":" + ev.TS

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -52,6 +53,12 @@ func TestParseEvents(t *testing.T) {
 			Platform: "slack", Workspace: "T123ABC456", Channel: "C123ABC456", Thread: "1515449522.000016", MessageID: "1515449522.000016",
 			UserID: "U123ABC456", Text: "what is the status of the deploy?", Mentioned: true, At: time.Unix(1515449522, 16000).UTC(),
 		}},
+		{file: "message_file_share.json", kind: KindMessage, eventID: "Ev0PV52K27", dedupe: "msg:D024BE91L:1355517540.000007", msg: &chat.Inbound{
+			Platform: "slack", Workspace: "T123ABC456", Channel: "D024BE91L", MessageID: "1355517540.000007",
+			UserID: "U123ABC456", Text: "what does this graph say?", DirectMessage: true, At: time.Unix(1355517540, 7000).UTC(),
+			Files: []chat.InFile{{Ref: "https://files.slack.com/files-pri/T123ABC456-F07ABCD1234/download/latency.png",
+				Name: "latency.png", MIME: "image/png", Size: 48213}},
+		}},
 		{file: "message_mention.json", kind: KindMessage, eventID: "Ev123ABC457", dedupe: "msg:C123ABC456:1515449522.000016", msg: &chat.Inbound{
 			Platform: "slack", Workspace: "T123ABC456", Channel: "C123ABC456", Thread: "1515449522.000016", MessageID: "1515449522.000016",
 			UserID: "U123ABC456", Text: "what is the status of the deploy?", Mentioned: true, At: time.Unix(1515449522, 16000).UTC(),
@@ -86,7 +93,7 @@ func TestParseEvents(t *testing.T) {
 			switch {
 			case tt.msg == nil && req.Message != nil:
 				t.Fatalf("Message = %+v, want none", *req.Message)
-			case tt.msg != nil && (req.Message == nil || *req.Message != *tt.msg):
+			case tt.msg != nil && (req.Message == nil || !reflect.DeepEqual(*req.Message, *tt.msg)):
 				t.Fatalf("Message = %+v\nwant      %+v", req.Message, *tt.msg)
 			}
 		})

@@ -61,7 +61,8 @@ func NewReplier(cfg ReplierConfig) (*Replier, error) {
 // already sent, and never posts again a chunk whose earlier outcome is
 // unknown (it is marked uncertain and logged): a missing chunk is better
 // than a doubled answer. When the run showed live, its live message is
-// edited into the first chunk instead. An error retries the job.
+// edited into the first chunk instead. Files the run's tools returned are
+// uploaded below it (files.uploadV2), each once. An error retries the job.
 func (r *Replier) Reply(ctx context.Context, a chat.Answer) error {
 	live, isLive := parseLiveRef(a.Live)
 	for i, sections := range Messages(Mrkdwn(a.Text)) {
@@ -77,7 +78,10 @@ func (r *Replier) Reply(ctx context.Context, a chat.Answer) error {
 			return err
 		}
 	}
-	return nil
+	b := a.Binding
+	return r.once().Upload(ctx, "slack:reply:"+a.Run.ID, a.Files, func(ctx context.Context, f core.File) (string, error) {
+		return "", r.cfg.Client.Upload(ctx, b.Channel, b.Thread, f.Name, f.Name, f.Data)
+	})
 }
 
 func sectionBlocks(sections []string) []slackapi.Block {

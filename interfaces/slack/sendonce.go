@@ -35,12 +35,17 @@ type sendResult struct {
 // may have (chat.Sender). A refusal (nothing posted) is returned as an
 // error and the key can be claimed again.
 func (s sender) postOnce(ctx context.Context, key, channel, thread, text string, blocks []slackapi.Block) (sendResult, error) {
-	once := chat.Sender{Outbox: s.outbox, Clock: s.clock, Logger: s.log, Platform: chat.PlatformSlack,
-		MaybePosted: func(err error) bool { return errors.Is(err, ErrMaybePosted) }}
+	once := s.once()
 	res, err := once.PostOnce(ctx, key, func(ctx context.Context) (string, error) {
 		return s.client.Post(ctx, channel, thread, text, blocks)
 	})
 	return sendResult{Posted: res.Posted, State: res.State, TS: res.Ref}, err
+}
+
+// once is the outbox's post-once for this platform.
+func (s sender) once() chat.Sender {
+	return chat.Sender{Outbox: s.outbox, Clock: s.clock, Logger: s.log, Platform: chat.PlatformSlack,
+		MaybePosted: func(err error) bool { return errors.Is(err, ErrMaybePosted) }}
 }
 
 func (s sender) now() time.Time { return s.clock.Now().UTC() }

@@ -40,6 +40,12 @@ type HandlerConfig struct {
 	DefaultAgent string
 	// Chats routes a chat id to an agent.
 	Chats map[string]string
+	// Blobs keeps the photos and documents people send the bot; nil: the
+	// agent only reads their names. Files over MaxFileBytes (default
+	// chat.DefaultMaxFileBytes, the most the Bot API lets a bot download)
+	// are not stored.
+	Blobs        core.Blobs
+	MaxFileBytes int64
 	// NodeID names this node in inbox claims. Default "local".
 	NodeID string
 	Clock  core.Clock
@@ -166,7 +172,7 @@ func (h *Handler) process(ctx context.Context, m core.InboxMessage) error {
 			return err
 		}
 	case req.Kind == KindCallback && req.Action != nil:
-		if err := h.callback(ctx, req); err != nil {
+		if err := h.callback(ctx, m.Key, req); err != nil {
 			return err
 		}
 	}
@@ -188,16 +194,23 @@ func (h *Handler) start(ctx context.Context, key string, in chat.Inbound) error 
 	if err != nil {
 		return err
 	}
-	run, err := h.cfg.Engine.Submit(ctx, core.SubmitRequest{
-		AgentID: agent, Input: in.Text, SessionID: sid, UserID: in.UserID, StartedBy: chat.Author(in), Type: core.RunTypeChat,
-		Binding:  core.Binding{Platform: chat.PlatformTelegram, Channel: in.Channel, Thread: in.Thread},
-		Platform: chat.PlatformTelegram, DedupeKey: key,
-	})
+	files, err := chat.Files{Blobs: h.cfg.Blobs, Fetcher: fetcher{h.cfg.Client}, Max: h.cfg.MaxFileBytes, Logger: h.log}.Attach(ctx, in.Files)
 	if err != nil {
-		return chat.SubmitOutcome(err)
+		return err
+	}
+	run, err := chat.Start(ctx, h.cfg.Engine, agent, sid, key, in, core.Binding{Channel: in.Channel, Thread: in.Thread}, files)
+	if err != nil {
+		return err
 	}
 	h.log.Info("telegram message accepted", "run", run.ID, "session", sid, "agent", agent)
 	return nil
+}
+
+// fetcher downloads a photo or document by its file_id (getFile).
+type fetcher struct{ c *Client }
+
+func (f fetcher) Fetch(ctx context.Context, in chat.InFile, max int64) ([]byte, error) {
+	return f.c.Download(ctx, in.Ref, max)
 }
 
 // SessionID is the session of a Telegram message: one per private chat,

@@ -25,36 +25,69 @@ var Commands = []models.BotCommand{
 // callback decides the approval of a click on an inline keyboard button:
 // the clicker (their Telegram user id) is checked against the tool's
 // approver policy, and the callback query is answered with the outcome.
-// The card itself is edited by the approval job the decision commits.
-func (h *Handler) callback(ctx context.Context, req Request) error {
+// Deny first asks the clicker for a reason, in a message they reply to
+// (ForceReply); that reply (a confirmed deny, without a callback query)
+// decides, and is answered in the chat. The card itself is edited by the
+// approval job the decision commits.
+func (h *Handler) callback(ctx context.Context, key string, req Request) error {
 	act := req.Action
-	answer, err := h.decide(ctx, act)
+	if act.Confirmed { // the reply with a reason counts as a click on the card
+		if _, ref, err := h.cfg.Outbox.SendRef(ctx, cardKey(act.ApprovalID)); err == nil {
+			act.MessageRef = ref
+		} else if !errors.Is(err, core.ErrNotFound) {
+			return err
+		}
+	}
+	c, err := chat.Decide(ctx, h.cfg.Store, h.cfg.Approvals, act, chat.Clicker(act), true)
 	if err != nil {
 		return err
 	}
-	if err := h.cfg.Client.AnswerCallback(ctx, req.CallbackID, answer); err != nil {
-		// The query may be too old to answer; the decision stands.
-		h.log.Warn("telegram answerCallbackQuery", "approval", act.ApprovalID, "err", err)
-	}
-	return nil
-}
-
-// decide decides act's approval (chat.Decide) and returns what to tell
-// the clicker.
-func (h *Handler) decide(ctx context.Context, act *chat.Action) (string, error) {
-	c, err := chat.Decide(ctx, h.cfg.Store, h.cfg.Approvals, act, chat.Clicker(act), false)
-	if err != nil {
-		return "", err
-	}
 	switch c.Outcome {
+	case chat.AskReason:
+		return h.askReason(ctx, key, req, c.Approval)
 	case chat.Refused:
 		h.log.Info("telegram approval click refused", "approval", act.ApprovalID, "user", act.UserID, "why", c.Why)
 	case chat.Decided:
 		h.log.Info("telegram approval decided", "approval", act.ApprovalID, "by", act.UserID, "action", act.ActionID)
 	}
 	chatID, _ := ChatID(act.Channel) // 0 (no message): nobody is looked up
-	return c.Text(func(ids []string) string { return lookUp(ctx, h.cfg.Client, chatID, ids...).plainList(ids) },
-		func(by string) string { return lookUp(ctx, h.cfg.Client, chatID, by).plainList([]string{by}) }), nil
+	answer := c.Text(func(ids []string) string { return lookUp(ctx, h.cfg.Client, chatID, ids...).plainList(ids) },
+		func(by string) string { return lookUp(ctx, h.cfg.Client, chatID, by).plainList([]string{by}) })
+	if req.CallbackID == "" {
+		return h.tell(ctx, "telegram:"+key+":answer", act.Channel, act.Thread, Escape(answer))
+	}
+	h.answer(ctx, req, answer)
+	return nil
+}
+
+// askReason posts the question a Deny click answers with its reason, and
+// tells the clicker where to reply.
+func (h *Handler) askReason(ctx context.Context, key string, req Request, a core.Approval) error {
+	act := req.Action
+	id, err := ChatID(act.Channel)
+	if err != nil {
+		return core.Permanent(err)
+	}
+	who := act.UserName
+	if who == "" {
+		who = "You"
+	}
+	text := Escape(fmt.Sprintf(reasonPrompt, who, a.Tool, a.ID, noReason))
+	force := &models.ForceReply{ForceReply: true, Selective: true, InputFieldPlaceholder: "Why deny " + a.Tool + "?"}
+	s := sender{outbox: h.cfg.Outbox, client: h.cfg.Client, clock: h.cfg.Clock, log: h.log}
+	if _, err := s.postOnce(ctx, "telegram:"+key+":reason", id, threadID(act.Thread), text, force); err != nil {
+		return err
+	}
+	h.answer(ctx, req, "Reply to my message with a reason to deny.")
+	return nil
+}
+
+// answer answers the callback query of req; it may be too old to answer,
+// which changes nothing.
+func (h *Handler) answer(ctx context.Context, req Request, text string) {
+	if err := h.cfg.Client.AnswerCallback(ctx, req.CallbackID, text); err != nil {
+		h.log.Warn("telegram answerCallbackQuery", "approval", req.Action.ApprovalID, "err", err)
+	}
 }
 
 const helpText = "I connect this chat to an agent. In a private chat, write to me; in a group, mention me or reply to me.\n" +

@@ -3,8 +3,13 @@ package telegram
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
 
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/interfaces/chat"
@@ -23,6 +28,26 @@ const thinkingNote = "…"
 func (n *Notifier) LiveKey(runID string, segment int) string {
 	return "telegram:live:" + runID + ":" + strconv.Itoa(segment)
 }
+
+// typingLasts is how often the chat action is sent again: Telegram shows
+// it for 5 seconds, or until the bot's next message.
+const typingLasts = 4 * time.Second
+
+// Typing implements chat.Typer: "typing…" in the chat (sendChatAction).
+func (n *Notifier) Typing(ctx context.Context, _ core.Run, b core.Binding) (time.Duration, error) {
+	chatID, err := ChatID(b.Channel)
+	if err != nil {
+		return 0, err
+	}
+	_, err = n.cfg.Client.bot.SendChatAction(ctx, &bot.SendChatActionParams{ChatID: chatID, MessageThreadID: threadID(b.Thread),
+		Action: models.ChatActionTyping})
+	if err != nil {
+		return 0, fmt.Errorf("telegram sendChatAction: %w", err)
+	}
+	return typingLasts, nil
+}
+
+var _ chat.Typer = (*Notifier)(nil)
 
 // MaybePosted implements chat.Platform.
 func (n *Notifier) MaybePosted(err error) bool { return errors.Is(err, ErrMaybePosted) }

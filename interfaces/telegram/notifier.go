@@ -58,26 +58,35 @@ var _ chat.Platform = (*Notifier)(nil)
 
 // Reply implements chat.Platform: the answer, one message per part. When
 // it showed live, its message becomes the first part (an edit, made again
-// on a retry), the rest is posted below.
+// on a retry), the rest is posted below; files the run's tools returned
+// follow (sendPhoto, sendDocument), each once.
 func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 	text := a.Text
 	if text == "_(no answer)_" { // Markdown for the others, shown as is here
 		text = "(no answer)"
 	}
 	key := "reply:" + a.Run.ID
-	if a.Live == "" {
-		return n.DeliverResult(ctx, a.Binding, key, text)
-	}
 	chatID, err := ChatID(a.Binding.Channel)
 	if err != nil {
 		return core.Permanent(err)
 	}
-	live, _ := strconv.Atoi(a.Live)
-	parts := Split(text, MaxMessageLen)
-	if err := n.cfg.Client.Edit(ctx, chatID, live, Markdown(parts[0]), nil); err != nil {
+	if a.Live == "" {
+		err = n.DeliverResult(ctx, a.Binding, key, text)
+	} else {
+		live, _ := strconv.Atoi(a.Live)
+		parts := Split(text, MaxMessageLen)
+		if err := n.cfg.Client.Edit(ctx, chatID, live, Markdown(parts[0]), nil); err != nil {
+			return err
+		}
+		err = n.DeliverResult(ctx, a.Binding, key+":rest", strings.Join(parts[1:], "\n"))
+	}
+	if err != nil {
 		return err
 	}
-	return n.DeliverResult(ctx, a.Binding, key+":rest", strings.Join(parts[1:], "\n"))
+	return n.once().Upload(ctx, "telegram:"+key, a.Files, func(ctx context.Context, f core.File) (string, error) {
+		id, err := n.cfg.Client.SendFile(ctx, chatID, threadID(a.Binding.Thread), f.Name, f.MIME, f.Data, "")
+		return strconv.Itoa(id), err
+	})
 }
 
 // DeliverResult implements routine.ChatDeliverer: text (Markdown) is posted

@@ -66,7 +66,13 @@ func (p Parser) Parse(u models.Update) Request {
 }
 
 func (p Parser) message(req *Request, m *models.Message) {
-	if m.From == nil || m.Text == "" || m.From.ID == p.BotID {
+	files := messageFiles(m)
+	if len(files) > 0 && m.Text == "" { // a photo or document: its caption is the text
+		withCaption := *m
+		withCaption.Text, withCaption.Entities = m.Caption, m.CaptionEntities
+		m = &withCaption
+	}
+	if m.From == nil || m.Text == "" && len(files) == 0 || m.From.ID == p.BotID {
 		return
 	}
 	private := m.Chat.Type == models.ChatTypePrivate
@@ -88,10 +94,22 @@ func (p Parser) message(req *Request, m *models.Message) {
 	}
 	text, mentioned := p.stripMention(m)
 	replied := m.ReplyToMessage != nil && m.ReplyToMessage.From != nil && m.ReplyToMessage.From.ID == p.BotID
+	if id, ok := reasonFor(m.ReplyToMessage); replied && ok {
+		// The answer to the bot's "why deny?": the deny, confirmed, with
+		// its reason. The card's message is found when it is processed.
+		reason := strings.TrimSpace(text)
+		if reason == noReason {
+			reason = ""
+		}
+		req.Kind = KindCallback
+		req.Action = &chat.Action{Platform: chat.PlatformTelegram, Channel: channel, Thread: thread, UserID: user,
+			UserName: userName(*m.From), ActionID: chat.ActionDeny, ApprovalID: id, Confirmed: true, Reason: reason}
+		return
+	}
 	if !private && p.GroupMode != GroupAll && !mentioned && !replied {
 		return
 	}
-	if strings.TrimSpace(text) == "" {
+	if strings.TrimSpace(text) == "" && len(files) == 0 {
 		return
 	}
 	req.Kind = KindMessage
@@ -99,8 +117,22 @@ func (p Parser) message(req *Request, m *models.Message) {
 		Platform: chat.PlatformTelegram, Channel: channel, Thread: thread,
 		MessageID: strconv.Itoa(m.ID), UserID: user, UserName: userName(*m.From), Text: strings.TrimSpace(text),
 		Mentioned: mentioned || replied, FromBot: m.From.IsBot, DirectMessage: private,
-		At: time.Unix(int64(m.Date), 0).UTC(),
+		At: time.Unix(int64(m.Date), 0).UTC(), Files: files,
 	}
+}
+
+// messageFiles are the photo (its largest size; Telegram sends photos as
+// JPEG) and the document of m.
+func messageFiles(m *models.Message) []chat.InFile {
+	var out []chat.InFile
+	if n := len(m.Photo); n > 0 {
+		ph := m.Photo[n-1]
+		out = append(out, chat.InFile{Ref: ph.FileID, Name: "photo.jpg", MIME: "image/jpeg", Size: int64(ph.FileSize)})
+	}
+	if d := m.Document; d != nil {
+		out = append(out, chat.InFile{Ref: d.FileID, Name: d.FileName, MIME: d.MimeType, Size: d.FileSize})
+	}
+	return out
 }
 
 // command reads a bot_command at the start of m: "/run@bot daily" is
@@ -185,6 +217,30 @@ func (p Parser) callback(req *Request, q *models.CallbackQuery) {
 			req.Action.Thread = strconv.Itoa(m.MessageThreadID)
 		}
 	}
+}
+
+// reasonPrompt asks the clicker of Deny for a reason, as the reply to the
+// bot's message naming the request (reasonFor reads it back).
+const (
+	reasonPrompt = "%s, why deny %s (request %s)? Reply to this message with the reason, or with %s to deny without one."
+	noReason     = "-"
+)
+
+// reasonFor is the approval id a bot message asking for a deny reason
+// names; ok is false for any other message.
+func reasonFor(m *models.Message) (id string, ok bool) {
+	if m == nil || !strings.Contains(m.Text, ", why deny ") {
+		return "", false
+	}
+	_, rest, found := strings.Cut(m.Text, "(request apr_")
+	if !found {
+		return "", false
+	}
+	id, _, found = strings.Cut(rest, ")")
+	if !found || id == "" || strings.ContainsAny(id, " \n") {
+		return "", false
+	}
+	return "apr_" + id, true
 }
 
 // userName shows a Telegram user as their updates name them: @username,

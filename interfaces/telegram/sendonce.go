@@ -31,8 +31,7 @@ func (s sender) postOnce(ctx context.Context, key string, chatID int64, thread i
 // postOnceOr is postOnce posting plain (text naming nobody by link) instead
 // should Telegram refuse a mention in text.
 func (s sender) postOnceOr(ctx context.Context, key string, chatID int64, thread int, text, plain string, markup models.ReplyMarkup) (chat.Sent, error) {
-	once := chat.Sender{Outbox: s.outbox, Clock: s.clock, Logger: s.log, Platform: chat.PlatformTelegram,
-		MaybePosted: func(err error) bool { return errors.Is(err, ErrMaybePosted) }}
+	once := s.once()
 	return once.PostOnce(ctx, key, func(ctx context.Context) (string, error) {
 		var id int
 		err := withoutMentions(text, plain, func(text string) (err error) {
@@ -41,6 +40,12 @@ func (s sender) postOnceOr(ctx context.Context, key string, chatID int64, thread
 		})
 		return strconv.Itoa(id), err
 	})
+}
+
+// once is the outbox's post-once for this platform.
+func (s sender) once() chat.Sender {
+	return chat.Sender{Outbox: s.outbox, Clock: s.clock, Logger: s.log, Platform: chat.PlatformTelegram,
+		MaybePosted: func(err error) bool { return errors.Is(err, ErrMaybePosted) }}
 }
 
 func (s sender) now() time.Time { return s.clock.Now().UTC() }

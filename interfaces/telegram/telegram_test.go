@@ -90,6 +90,7 @@ type env struct {
 	routines *fakeRoutines
 	release  chan struct{} // lets the slow agent finish
 	parked   chan struct{} // closed at the end: the parked agent gives up
+	botID    int64
 }
 
 // gateModel streams "partial answer", then waits for release.
@@ -165,6 +166,7 @@ func newEnv(t *testing.T, groupMode string, liveInterval ...time.Duration) *env 
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.botID = me.ID
 	// Cards: a click counts only from the card the notifier posted (outbox).
 	aps := approval.New(approval.Config{Store: db, Logger: log, Cards: db})
 	e.h, err = telegram.NewHandler(telegram.HandlerConfig{
@@ -403,6 +405,25 @@ func clickAt(t *testing.T, e *env, updateID, queryID string, user, chat int64, m
 	waitFor(t, e.fake, "the click answered", func() bool { _, ok := e.fake.Answer(queryID); return ok })
 }
 
+// replyTo sends text from user as a reply to the bot's message m, as
+// Telegram delivers it: reply_to_message carries m's plain text.
+func replyTo(t *testing.T, e *env, updateID string, user int64, m telegramtest.Message, text string) {
+	t.Helper()
+	plain := strings.NewReplacer(`\`, "").Replace(m.Text) // MarkdownV2 → the text Telegram shows
+	u := map[string]any{"update_id": json.Number(updateID), "message": map[string]any{
+		"message_id": m.ID + 1000, "date": 1764686500, "text": text,
+		"from": map[string]any{"id": user, "is_bot": false, "first_name": "U", "username": map[int64]string{anaID: "ana_ops", bobID: "bob_dev"}[user]},
+		"chat": map[string]any{"id": m.ChatID, "title": "Ops", "type": "supergroup"},
+		"reply_to_message": map[string]any{"message_id": m.ID, "date": 1764686400, "text": plain,
+			"from": map[string]any{"id": e.botID, "is_bot": true, "first_name": "agentgate", "username": "agentgate_bot"},
+			"chat": map[string]any{"id": m.ChatID, "title": "Ops", "type": "supergroup"}},
+	}}
+	body, _ := json.Marshal(u)
+	if code := e.post(t, secret, body); code != http.StatusOK {
+		t.Fatalf("reply: got %d", code)
+	}
+}
+
 func TestApprovalCardAndClicks(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "")
@@ -465,12 +486,53 @@ func TestApprovalCardAndClicks(t *testing.T) {
 	clickAt(t, e, "815000014", "q-forged-msg", anaID, groupID, card.ID+1, approve)
 	refused("a callback from another message", "q-forged-msg", offCard)
 
-	// ana denies from the card: decided_by is her principal, with her handle.
+	// ana denies from the card: the bot asks her for a reason, in a
+	// message she replies to (ForceReply); the deny waits for it.
 	click(t, e, "815000011", "q-ana", anaID, card, deny)
+	if ans, _ := e.fake.Answer("q-ana"); !strings.Contains(ans, "Reply to my message with a reason") {
+		t.Fatalf("ana's deny answered %q, want to be asked for a reason", ans)
+	}
+	if got, _ := e.db.GetApproval(t.Context(), a.ID); got.Status != core.ApprovalPending {
+		t.Fatalf("the deny click decided before its reason: %s", got.Status)
+	}
+	var prompt telegramtest.Message
+	waitFor(t, e.fake, "the reason prompt", func() bool {
+		for _, m := range messagesIn(e.fake, groupID) {
+			if strings.Contains(m.Text, "why deny") {
+				prompt = m
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(prompt.ReplyMarkup, `"force_reply":true`) || !strings.Contains(prompt.Text, `@ana\_ops`) {
+		t.Fatalf("reason prompt = %+v, want a ForceReply naming ana", prompt)
+	}
+	// bob's reply to the prompt is a deny by bob: refused like his click.
+	replyTo(t, e, "815000015", bobID, prompt, "just because")
+	waitFor(t, e.fake, "bob told he may not", func() bool {
+		for _, m := range messagesIn(e.fake, groupID) {
+			if strings.Contains(m.Text, "may not decide") {
+				return true
+			}
+		}
+		return false
+	})
+	if got, _ := e.db.GetApproval(t.Context(), a.ID); got.Status != core.ApprovalPending {
+		t.Fatalf("bob's reason decided: %s", got.Status)
+	}
+	// ana's reply denies, with her reason: decided_by is her principal,
+	// with her handle.
+	replyTo(t, e, "815000016", anaID, prompt, "  not during the freeze ")
+	waitFor(t, e.fake, "ana's reason decided", func() bool {
+		got, _ := e.db.GetApproval(t.Context(), a.ID)
+		return got.Status != core.ApprovalPending
+	})
 	got, _ := e.db.GetApproval(t.Context(), a.ID)
-	if got.Status != core.ApprovalDenied || got.DecidedVia != chat.PlatformTelegram || got.DecidedBy != principal(anaID) || got.DecidedByName != "@ana_ops" {
-		t.Fatalf("approval = %s by %s (%q) via %s, want denied by %s (@ana_ops) via telegram",
-			got.Status, got.DecidedBy, got.DecidedByName, got.DecidedVia, principal(anaID))
+	if got.Status != core.ApprovalDenied || got.DecidedVia != chat.PlatformTelegram || got.DecidedBy != principal(anaID) ||
+		got.DecidedByName != "@ana_ops" || got.Reason != "not during the freeze" {
+		t.Fatalf("approval = %s by %s (%q) via %s, reason %q; want denied by %s (@ana_ops) via telegram, with her reason",
+			got.Status, got.DecidedBy, got.DecidedByName, got.DecidedVia, got.Reason, principal(anaID))
 	}
 	e.render(t, a.ID)
 	card = e.card(t, a.ID)
@@ -659,6 +721,9 @@ func TestLiveReplyIsEditedIntoTheAnswer(t *testing.T) {
 		ms := messagesIn(e.fake, 5550003)
 		return len(ms) == 1 && ms[0].Text == `partial answer, and the rest\.`
 	})
+	if acts := e.fake.Actions(); !slices.Contains(acts, "5550003 typing") {
+		t.Errorf("chat actions = %q, want typing in the chat while the agent worked", acts)
+	}
 }
 
 func TestNewStartsFreshConversation(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +44,7 @@ type Message struct {
 	ID, ChannelID, Content string
 	Components             []any
 	Edits                  int
+	Files                  []File // uploaded with the message (multipart files[n])
 }
 
 // Server is the fake Discord.
@@ -60,6 +62,7 @@ type Server struct {
 	responses []Call            // interaction callbacks
 	followups []Call
 	commands  []any
+	files     map[string]*attachment // attachment id → file (files.go)
 	identify  chan map[string]any
 	conns     map[*websocket.Conn]*sync.Mutex
 	seq       int64
@@ -69,7 +72,7 @@ type Server struct {
 
 // NewServer starts the fake; Close it after the test.
 func NewServer() *Server {
-	s := &Server{messages: map[string]*Message{}, threads: map[string]string{}, limits: map[string]int{},
+	s := &Server{messages: map[string]*Message{}, threads: map[string]string{}, limits: map[string]int{}, files: map[string]*attachment{},
 		identify: make(chan map[string]any, 8), conns: map[*websocket.Conn]*sync.Mutex{}, changed: make(chan struct{}), RetryAfter: 0.05}
 	s.nextID.Store(1300000000000000000)
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
@@ -114,7 +117,9 @@ func (s *Server) Messages(channel string) []Message {
 	var out []Message
 	for _, id := range s.order {
 		if m := s.messages[id]; m.ChannelID == channel {
-			out = append(out, *m)
+			c := *m
+			c.Files = slices.Clone(m.Files)
+			out = append(out, c)
 		}
 	}
 	return out
@@ -174,6 +179,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.gateway(w, r)
 		return
 	}
+	if strings.HasPrefix(r.URL.Path, attachmentsPath) {
+		s.serveAttachment(w, r)
+		return
+	}
 	path, ok := strings.CutPrefix(r.URL.Path, "/api/v10")
 	if !ok {
 		http.NotFound(w, r)
@@ -185,7 +194,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	var body map[string]any
 	raw, _ := io.ReadAll(r.Body)
-	if len(raw) > 0 {
+	files, multi, err := multipartBody(r.Header.Get("Content-Type"), raw, &body)
+	if err != nil {
+		writeJSON(w, 400, map[string]any{"message": "Invalid Form Body", "code": 50035, "errors": err.Error()})
+		return
+	}
+	if !multi && len(raw) > 0 {
 		_ = json.Unmarshal(raw, &body)
 	}
 	s.mu.Lock()
@@ -223,11 +237,24 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, 400, map[string]any{"message": "Invalid Form Body", "code": 50035})
 			return
 		}
-		m := &Message{ID: s.ID(), ChannelID: parts[1], Content: content}
+		uploads, code, refusal := attached(body, files)
+		if refusal != "" {
+			writeJSON(w, code, map[string]any{"message": refusal, "code": map[int]int{400: 50035, 413: 40005}[code]})
+			return
+		}
+		m := &Message{ID: s.ID(), ChannelID: parts[1], Content: content, Files: uploads}
 		m.Components, _ = body["components"].([]any)
 		s.messages[m.ID] = m
 		s.order = append(s.order, m.ID)
-		writeJSON(w, 200, map[string]any{"id": m.ID, "channel_id": m.ChannelID, "content": m.Content})
+		out := map[string]any{"id": m.ID, "channel_id": m.ChannelID, "content": m.Content, "attachments": []any{}}
+		if len(uploads) > 0 {
+			var atts []any
+			for _, f := range uploads {
+				atts = append(atts, s.addAttachment(m.ChannelID, f))
+			}
+			out["attachments"] = atts
+		}
+		writeJSON(w, 200, out)
 	case r.Method == "POST" && len(parts) == 3 && parts[0] == "channels" && parts[2] == "typing":
 		w.WriteHeader(204) // Trigger Typing Indicator: the calls record it
 	case r.Method == "PATCH" && len(parts) == 4 && parts[0] == "channels" && parts[2] == "messages":

@@ -49,8 +49,9 @@ type Message struct {
 	ThreadTS  string // "" for a top-level message
 	Text      string // text, or the markdown streamed so far for a streamed message
 	Blocks    json.RawMessage
-	Streaming bool // started with chat.startStream and not yet stopped
-	Edits     int  // chat.update and chat.appendStream calls applied
+	Streaming bool   // started with chat.startStream and not yet stopped
+	Edits     int    // chat.update and chat.appendStream calls applied
+	Files     []File // files shared with the message (files.completeUploadExternal)
 }
 
 // Ephemeral is a message only one user saw.
@@ -102,7 +103,11 @@ type Server struct {
 	views      []View
 	groups     map[string][]string // user group id → user ids
 	statuses   map[msgKey]string   // channel and thread → assistant thread status
+	files      map[string]*File    // file id → file (files.go)
+	pending    map[string]*pendingUpload
+	uploads    []Upload
 	seq        int64
+	fileSeq    int64
 }
 
 // New starts a fake closed when the test ends.
@@ -121,6 +126,8 @@ func NewServer() *Server {
 		statuses: map[msgKey]string{},
 		msgs:     map[msgKey]*Message{},
 		faults:   map[string][]Fault{},
+		files:    map[string]*File{},
+		pending:  map[string]*pendingUpload{},
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
@@ -190,7 +197,7 @@ func (s *Server) Message(channel, ts string) (Message, bool) {
 	if !ok {
 		return Message{}, false
 	}
-	return *m, true
+	return m.clone(), true
 }
 
 // Messages returns the messages of a channel ("" for all) in the order they were posted.
@@ -200,7 +207,7 @@ func (s *Server) Messages(channel string) []Message {
 	var out []Message
 	for _, k := range s.order {
 		if channel == "" || k.channel == channel {
-			out = append(out, *s.msgs[k])
+			out = append(out, s.msgs[k].clone())
 		}
 	}
 	return out
@@ -251,8 +258,15 @@ func (s *Server) Ephemerals() []Ephemeral {
 type response map[string]any
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == socketPath {
+	switch {
+	case r.URL.Path == socketPath:
 		s.serveSocket(w, r)
+		return
+	case strings.HasPrefix(r.URL.Path, filesPath):
+		s.serveFile(w, r)
+		return
+	case strings.HasPrefix(r.URL.Path, uploadPath):
+		s.serveUpload(w, r)
 		return
 	}
 	method, ok := strings.CutPrefix(r.URL.Path, "/api/")
@@ -361,6 +375,10 @@ func (s *Server) apply(c Call) response {
 		}
 		s.statuses[msgKey{a["channel_id"], a["thread_ts"]}] = a["status"]
 		return response{"ok": true}
+	case "files.getUploadURLExternal":
+		return s.getUploadURL(a)
+	case "files.completeUploadExternal":
+		return s.completeUpload(c)
 	case "usergroups.users.list":
 		users, ok := s.groups[a["usergroup"]]
 		if !ok {
@@ -434,6 +452,16 @@ func (s *Server) apply(c Call) response {
 		}
 		return response{"ok": true, "channel": channel, "ts": m.TS}
 	}
+}
+
+// clone copies m, its files too, so callers cannot change what the fake holds.
+func (m *Message) clone() Message {
+	c := *m
+	c.Files = slices.Clone(m.Files)
+	for i := range c.Files {
+		c.Files[i].Data = slices.Clone(c.Files[i].Data)
+	}
+	return c
 }
 
 func (s *Server) add(m *Message) *Message {

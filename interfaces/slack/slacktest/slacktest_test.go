@@ -2,6 +2,7 @@ package slacktest_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -101,5 +102,87 @@ func TestSignatureMatchesSlackExample(t *testing.T) {
 	}
 	if ct := req.Header.Get("Content-Type"); ct != "application/x-www-form-urlencoded" {
 		t.Errorf("content type = %s", ct)
+	}
+}
+
+func TestServerFiles(t *testing.T) {
+	t.Parallel()
+	s := slacktest.New(t)
+	form := "application/x-www-form-urlencoded"
+	get := func(u, bearer string) (int, string, []byte) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), body
+	}
+
+	f := s.AddFile("photo 1.png", "image/png", []byte("\x89PNG..."))
+	if f["name"] != "photo 1.png" || f["filetype"] != "png" || f["size"] != 7 || f["url_private"] == f["url_private_download"] {
+		t.Errorf("file object = %v", f)
+	}
+	for _, tc := range []struct {
+		bearer string
+		status int
+	}{{"", http.StatusNotFound}, {"xoxb-nope", http.StatusNotFound}, {s.Token, http.StatusOK}} {
+		for _, field := range []string{"url_private", "url_private_download"} {
+			status, ct, body := get(f[field].(string), tc.bearer)
+			if status != tc.status || (status == http.StatusOK && (ct != "image/png" || string(body) != "\x89PNG...")) {
+				t.Errorf("GET %s with %q = %d %s %q, want %d", field, tc.bearer, status, ct, body, tc.status)
+			}
+		}
+	}
+
+	// files.uploadV2: get an upload URL, POST the raw bytes, complete in a thread.
+	_, _, out := post(t, s, "files.getUploadURLExternal", form, "filename=notes.txt&length=5", s.Token)
+	upload, _ := out["upload_url"].(string)
+	id, _ := out["file_id"].(string)
+	if out["ok"] != true || upload == "" || id == "" {
+		t.Fatalf("getUploadURLExternal = %v", out)
+	}
+	if _, _, out := post(t, s, "files.getUploadURLExternal", form, "filename=notes.txt&length=0", s.Token); out["error"] != "missing_argument" {
+		t.Errorf("getUploadURLExternal with length 0 = %v", out)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, upload, strings.NewReader("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(ack) != "OK - 5" {
+		t.Errorf("upload = %d %q, want 200 OK - 5", resp.StatusCode, ack)
+	}
+	files := `[{"id":"` + id + `","title":"Notes"}]`
+	_, _, out = post(t, s, "files.completeUploadExternal", form, url.Values{"files": {files}, "channel_id": {"C1"}, "thread_ts": {"1.2"}}.Encode(), s.Token)
+	shared, _ := out["files"].([]any)
+	if out["ok"] != true || len(shared) != 1 {
+		t.Fatalf("completeUploadExternal = %v", out)
+	}
+	if _, _, out := post(t, s, "files.completeUploadExternal", form, url.Values{"files": {files}}.Encode(), s.Token); out["error"] != "file_not_found" {
+		t.Errorf("completing twice = %v, want file_not_found", out)
+	}
+	if ups := s.Uploads(); len(ups) != 1 || ups[0].Channel != "C1" || ups[0].ThreadTS != "1.2" || ups[0].Name != "notes.txt" || ups[0].Title != "Notes" || string(ups[0].Data) != "hello" {
+		t.Errorf("uploads = %+v", ups)
+	}
+	if r := s.Replies("C1", "1.2"); len(r) != 1 || len(r[0].Files) != 1 || r[0].Files[0].ID != id {
+		t.Errorf("thread = %+v, want one message sharing %s", r, id)
+	}
+	dl, _ := shared[0].(map[string]any)["url_private_download"].(string)
+	if status, _, body := get(dl, s.Token); status != http.StatusOK || string(body) != "hello" {
+		t.Errorf("GET uploaded file = %d %q", status, body)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,13 @@ type Message struct {
 	ParseMode   string
 	ReplyMarkup string // JSON, as sent
 	Edits       int
+	// Kind is "photo" or "document" for a message sent with sendPhoto or
+	// sendDocument, "" for a text message. Such a message carries its
+	// caption (with ParseMode), the file's bytes and its name.
+	Kind     string
+	Caption  string
+	File     []byte
+	FileName string
 }
 
 // User is a Telegram user, as getChatMember answers with them.
@@ -49,6 +57,7 @@ type Server struct {
 	nextID   int
 	messages []*Message
 	answers  map[string]string // callback query id → text
+	actions  []string          // sendChatAction: "<chat_id> <action>"
 	commands string            // JSON of the last setMyCommands
 	updates  []json.RawMessage // pending, with their ids
 	ids      []int64
@@ -58,6 +67,8 @@ type Server struct {
 	stall    map[string]bool
 	calls    map[string]int
 	members  map[int64]map[int64]User // chat → user id → user
+	files    map[string]*file         // file_id → file (files.go)
+	fileSeq  int                      // numbers file ids
 	strict   bool                     // refuse mentions of users in no chat
 	stop     chan struct{}            // closed by Close: stalled calls end
 	changed  chan struct{}
@@ -67,7 +78,7 @@ type Server struct {
 func New(token string) *Server {
 	s := &Server{Token: token, BotID: 7000000001, BotUsername: "agentgate_bot", answers: map[string]string{},
 		refuse: map[string]refusal{}, stall: map[string]bool{}, calls: map[string]int{}, members: map[int64]map[int64]User{},
-		changed: make(chan struct{}), nextID: 100, stop: make(chan struct{})}
+		files: map[string]*file{}, changed: make(chan struct{}), nextID: 100, stop: make(chan struct{})}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -101,6 +112,7 @@ func (s *Server) Messages() []Message {
 	out := make([]Message, len(s.messages))
 	for i, m := range s.messages {
 		out[i] = *m
+		out[i].File = slices.Clone(m.File)
 	}
 	return out
 }
@@ -111,6 +123,14 @@ func (s *Server) Answer(id string) (string, bool) {
 	defer s.mu.Unlock()
 	a, ok := s.answers[id]
 	return a, ok
+}
+
+// Actions returns the chat actions sent (sendChatAction), oldest first,
+// as "<chat_id> <action>".
+func (s *Server) Actions() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.actions)
 }
 
 // Commands returns the JSON of the last setMyCommands' commands.
@@ -214,6 +234,10 @@ func (s *Server) RefuseStrangerMentions() {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/file/") {
+		s.serveFile(w, r)
+		return
+	}
 	prefix := "/bot" + s.Token + "/"
 	if !strings.HasPrefix(r.URL.Path, prefix) {
 		reply(w, http.StatusUnauthorized, nil, "Unauthorized")
@@ -269,6 +293,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.getUpdates(w, r, p)
 	case "getChatMember":
 		s.chatMember(w, p)
+	case "getFile":
+		s.getFile(w, p)
+	case "sendPhoto", "sendDocument":
+		s.sendFile(w, r, method, p)
+	case "sendChatAction":
+		if p["chat_id"] == "" || p["action"] == "" {
+			reply(w, http.StatusBadRequest, nil, "Bad Request: chat_id and action are required")
+			return
+		}
+		s.mu.Lock()
+		s.actions = append(s.actions, p["chat_id"]+" "+p["action"])
+		s.mu.Unlock()
+		reply(w, 200, true, "")
 	default:
 		reply(w, http.StatusNotFound, nil, "Not Found: method not found")
 	}

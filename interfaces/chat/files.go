@@ -1,0 +1,124 @@
+package chat
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/agentgate/agentgate/core"
+)
+
+// InFile is a file attached to an inbound message as its platform describes
+// it. The inbox stores only this; the bytes are fetched when the message is
+// processed (Attach).
+type InFile struct {
+	// Ref is what the platform's Fetcher takes: Slack's
+	// url_private_download, a Discord attachment's url, a Telegram file_id.
+	Ref  string `json:"ref"`
+	Name string `json:"name"`
+	MIME string `json:"mime,omitempty"`
+	Size int64  `json:"size,omitempty"` // as the platform says; 0 when it does not
+}
+
+// Fetcher downloads an inbound file's bytes from its platform: at most max
+// bytes, else an error.
+type Fetcher interface {
+	Fetch(ctx context.Context, f InFile, max int64) ([]byte, error)
+}
+
+// DefaultMaxFileBytes is the largest attachment stored when an adapter is
+// not told otherwise: 20 MB, the most the Telegram Bot API lets a bot
+// download.
+const DefaultMaxFileBytes = 20 << 20
+
+// Files fetches the attachments of inbound messages and stores their bytes
+// (core.Blobs) for the agent.
+type Files struct {
+	Blobs   core.Blobs // nil: files are only described to the agent
+	Fetcher Fetcher
+	Max     int64 // default DefaultMaxFileBytes
+	Logger  *slog.Logger
+}
+
+// Attach fetches and stores files, in order. A file that is too large or
+// cannot be fetched is kept as a description with a note that says why, so
+// the agent (and through it the person) knows: the message is never lost
+// for its attachment. Only a failure to store is an error (retried).
+func (f Files) Attach(ctx context.Context, files []InFile) ([]core.Attachment, error) {
+	limit := f.Max
+	if limit <= 0 {
+		limit = DefaultMaxFileBytes
+	}
+	var out []core.Attachment
+	for _, in := range files {
+		a := core.Attachment{Name: fileName(in), MIME: in.MIME, Size: in.Size}
+		switch {
+		case f.Blobs == nil || f.Fetcher == nil:
+			a.Note = "not stored: this gateway keeps no attachments"
+		case in.Size > limit:
+			a.Note = fmt.Sprintf("not stored: larger than the %s limit", core.ByteSize(limit))
+		default:
+			data, err := f.Fetcher.Fetch(ctx, in, limit)
+			if err != nil {
+				f.log().Warn("attachment not fetched", "name", a.Name, "err", err)
+				a.Note = "could not be fetched: " + err.Error()
+				break
+			}
+			if a.ID, err = f.Blobs.PutBlob(ctx, data); err != nil {
+				return nil, err
+			}
+			a.Size, a.MIME = int64(len(data)), sniff(in.MIME, data)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func (f Files) log() *slog.Logger {
+	if f.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return f.Logger
+}
+
+// fileName is a file's name, or a stand-in for one the platform did not
+// give (Telegram photos have none).
+func fileName(f InFile) string {
+	if f.Name != "" {
+		return f.Name
+	}
+	ext := ""
+	if exts, _ := mime.ExtensionsByType(f.MIME); len(exts) > 0 {
+		ext = exts[0]
+	}
+	return "file" + ext
+}
+
+// sniff is the type of data: the platform's, unless it gave none or a
+// generic one.
+func sniff(declared string, data []byte) string {
+	declared, _, _ = strings.Cut(declared, ";")
+	if declared != "" && declared != "application/octet-stream" {
+		return declared
+	}
+	t, _, _ := strings.Cut(http.DetectContentType(data), ";")
+	return t
+}
+
+// Start submits the run of inbound message in for agent in session sid,
+// answering in conversation b, with its stored attachments, deduped by key.
+// Its error is an InboxHandler's (SubmitOutcome).
+func Start(ctx context.Context, eng Submitter, agent, sid, key string, in Inbound, b core.Binding, files []core.Attachment) (core.Run, error) {
+	b.Platform = in.Platform
+	run, err := eng.Submit(ctx, core.SubmitRequest{
+		AgentID: agent, Input: in.Text, SessionID: sid, UserID: in.UserID, StartedBy: Author(in), Type: core.RunTypeChat,
+		Binding: b, Platform: in.Platform, DedupeKey: key, Attachments: files,
+	})
+	if err != nil {
+		return run, SubmitOutcome(err)
+	}
+	return run, nil
+}
