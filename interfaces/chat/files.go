@@ -97,15 +97,16 @@ func fileName(f InFile) string {
 	return "file" + ext
 }
 
-// sniff is the type of data: the platform's, unless it gave none or a
-// generic one.
+// sniff is the type of data: an image is what its bytes say (a model is
+// told the type of an image it is given); anything else is what the
+// platform says, unless it said nothing or something generic.
 func sniff(declared string, data []byte) string {
+	detected, _, _ := strings.Cut(http.DetectContentType(data), ";")
 	declared, _, _ = strings.Cut(declared, ";")
-	if declared != "" && declared != "application/octet-stream" {
-		return declared
+	if strings.HasPrefix(detected, "image/") || declared == "" || declared == "application/octet-stream" {
+		return detected
 	}
-	t, _, _ := strings.Cut(http.DetectContentType(data), ";")
-	return t
+	return declared
 }
 
 // Start submits the run of inbound message in for agent in session sid,
