@@ -2,13 +2,12 @@ package discord
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 
-	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
@@ -72,101 +71,35 @@ func (h *Handler) command(i *discordgo.Interaction) (*discordgo.InteractionRespo
 }
 
 func (h *Handler) commandText(ctx context.Context, i *discordgo.Interaction, sub string, opts map[string]string, user string, roles []string) (string, error) {
+	p := chat.Asker(chat.PlatformDiscord, i.GuildID, i.ChannelID, user)
+	p.Groups = roles
+	ic := h.cfg.Interact
+	c := chat.Commands{Routines: ic.Routines, Decider: ic.Approvals, Store: ic.Store}
 	switch sub {
 	case "help":
 		return commandHelp, nil
 	case "routines":
-		return h.listRoutines(ctx, i, user, roles)
+		return c.ListRoutines(ctx, p, dialect)
 	case "run":
-		return h.runRoutine(ctx, i, opts["routine"], opts["input"], user, roles)
+		return c.RunRoutine(ctx, p, core.Binding{Platform: chat.PlatformDiscord, Workspace: i.GuildID, Channel: i.ChannelID},
+			opts["routine"], opts["input"], "run:interaction:"+i.ID, dialect)
 	case "approvals":
-		return h.myApprovals(ctx, i, user, roles)
+		return c.ListApprovals(ctx, p, core.Binding{Platform: chat.PlatformDiscord, Channel: i.ChannelID}, dialect)
 	}
 	return "Unknown command `" + escape(sub) + "`.\n" + commandHelp, nil
 }
 
-// listRoutines lists the routines the asker may run here.
-func (h *Handler) listRoutines(ctx context.Context, i *discordgo.Interaction, user string, roles []string) (string, error) {
-	rr := h.cfg.Interact.Routines
-	if rr == nil {
-		return "Routines are not available on this gateway.", nil
-	}
-	page, err := rr.List(ctx, core.RoutineFilter{ListOptions: core.ListOptions{Limit: 50}})
-	if err != nil {
-		return "", err
-	}
-	if len(page.Items) == 0 {
-		return "No routines are defined. Add them under `routines:` in the config file.", nil
-	}
-	p := chat.Asker(chat.PlatformDiscord, i.GuildID, i.ChannelID, user)
-	p.Groups = roles
-	items, err := chat.Callable(ctx, h.cfg.Interact.Approvals, p, page.Items)
-	if err != nil {
-		return "", err
-	}
-	if len(items) == 0 {
-		return "No routine here lets you run it (their `callers:` leave you out).", nil
-	}
-	var b strings.Builder
-	b.WriteString("**Routines you may run**\n")
-	for _, r := range items {
-		state := "on"
-		if !r.Enabled {
-			state = "off"
+// dialect writes command answers in Discord's Markdown; times show in each
+// reader's zone.
+var dialect = chat.Dialect{
+	Text: escape, Bold: func(s string) string { return "**" + s + "**" },
+	Code:   func(s string) string { return "`" + strings.ReplaceAll(s, "`", "'") + "`" },
+	Date:   func(t time.Time) string { return fmt.Sprintf("<t:%d:f>", t.Unix()) },
+	Bullet: "- ",
+	Usage: func(sub, _ string) string {
+		if sub == "run" {
+			return "/agentgate run routine:<routine>" // the input option is shown by Discord
 		}
-		fmt.Fprintf(&b, "- `%s` (%s), agent %s, `%s`", r.ID, state, escape(r.AgentID), r.Schedule)
-		if r.Enabled && r.NextFireAt != nil {
-			fmt.Fprintf(&b, ", next <t:%d:f>", r.NextFireAt.Unix())
-		}
-		b.WriteString("\n")
-	}
-	if page.NextCursor != "" {
-		b.WriteString("…and more; `agentgate routines list` shows all.\n")
-	}
-	b.WriteString("Run one with `/agentgate run`.")
-	return b.String(), nil
-}
-
-func (h *Handler) runRoutine(ctx context.Context, i *discordgo.Interaction, id, extra, user string, roles []string) (string, error) {
-	rr, d := h.cfg.Interact.Routines, h.cfg.Interact.Approvals
-	if rr == nil || d == nil {
-		return "Routines are not available on this gateway.", nil
-	}
-	p := chat.Asker(chat.PlatformDiscord, i.GuildID, i.ChannelID, user)
-	p.Groups = roles
-	run, err := d.Trigger(ctx, rr, p, id, extra, core.Binding{Platform: chat.PlatformDiscord, Workspace: i.GuildID, Channel: i.ChannelID}, "run:interaction:"+i.ID)
-	if errors.Is(err, core.ErrNotFound) {
-		return fmt.Sprintf("There is no routine `%s`. `/agentgate routines` lists them.", escape(id)), nil
-	}
-	if nc, ok := errors.AsType[*approval.NotCallerError](err); ok {
-		return fmt.Sprintf("You may not run routine `%s`: %s.", escape(id), nc.Why), nil
-	}
-	if err != nil {
-		return "", err
-	}
-	h.log.Info("discord command started routine", "routine", id, "run", run.ID, "user", user)
-	return fmt.Sprintf("Started routine `%s` (run `%s`). Its output will be posted in this channel.", id, run.ID), nil
-}
-
-// myApprovals lists the pending approvals of this channel the caller may decide.
-func (h *Handler) myApprovals(ctx context.Context, i *discordgo.Interaction, user string, roles []string) (string, error) {
-	ic := h.cfg.Interact
-	if ic.Store == nil || ic.Approvals == nil {
-		return "Approvals are not available on this gateway.", nil
-	}
-	p := chat.Asker(chat.PlatformDiscord, i.GuildID, i.ChannelID, user)
-	p.Groups = roles
-	items, err := chat.Decidable(ctx, ic.Store, ic.Approvals, core.Binding{Platform: chat.PlatformDiscord, Channel: i.ChannelID}, p)
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	n := len(items)
-	for _, a := range items {
-		fmt.Fprintf(&b, "- run `%s` wants to run `%s` (approval `%s`, expires <t:%d:R>)\n", a.RunID, a.Tool, a.ID, a.ExpiresAt.Unix())
-	}
-	if n == 0 {
-		return "Nothing is waiting for your decision.", nil
-	}
-	return fmt.Sprintf("**Waiting for your decision in this channel** (%d)\n%sDecide with the buttons on their cards.", n, b.String()), nil
+		return "/agentgate " + sub
+	},
 }

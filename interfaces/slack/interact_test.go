@@ -507,7 +507,7 @@ func TestSlashCommand(t *testing.T) {
 		{ana, cardChannel, "run deploy-prod", "Started routine `deploy-prod`"},
 		{bob, "C_OPS", "run deploy-prod", "Started routine `deploy-prod`"},
 		{bob, cardChannel, "run", "Name the routine"},
-		{ana, cardChannel, "approvals", "(1)\n• `" + a.RunID + "` wants to run `deploy` (approval `" + a.ID + "`"},
+		{ana, cardChannel, "approvals", "(1)*\n• run `" + a.RunID + "` wants to run `deploy` (approval `" + a.ID + "`"},
 		{bob, cardChannel, "approvals", "Nothing is waiting for your decision"},  // not an approver
 		{ana, otherChannel, "approvals", "Nothing is waiting for your decision"}, // not this channel's
 		{bob, cardChannel, "dance", "Unknown command `dance`"},

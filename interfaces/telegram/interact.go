@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/go-telegram/bot/models"
 
-	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
@@ -100,98 +100,37 @@ const helpText = "I connect this chat to an agent. In a private chat, write to m
 // command answers a command in its chat (and topic), once per update.
 func (h *Handler) command(ctx context.Context, key string, req Request) error {
 	cmd := req.Command
+	p := chat.Asker(chat.PlatformTelegram, "", cmd.Channel, cmd.UserID)
+	c := chat.Commands{Routines: h.cfg.Routines, Decider: h.cfg.Approvals, Store: h.cfg.Store}
 	var text string
 	var err error
 	switch cmd.Name {
 	case "help", "start":
-		text = helpText
+		text = Escape(helpText)
 	case "routines":
-		text, err = h.listRoutines(ctx, cmd)
+		text, err = c.ListRoutines(ctx, p, dialect)
 	case "run":
-		text, err = h.runRoutine(ctx, cmd, req.Thread, key)
+		id, extra, _ := strings.Cut(cmd.Text, " ")
+		text, err = c.RunRoutine(ctx, p, core.Binding{Platform: chat.PlatformTelegram, Channel: cmd.Channel, Thread: req.Thread},
+			id, extra, "run:"+key, dialect)
 	case "approvals":
-		text, err = h.pendingApprovals(ctx, cmd)
+		text, err = c.ListApprovals(ctx, p, core.Binding{Platform: chat.PlatformTelegram, Channel: cmd.Channel}, dialect)
 	case "new":
 		return h.fresh(ctx, cmd, req.Thread)
 	default:
-		text = "Unknown command /" + cmd.Name + ".\n" + helpText
+		text = Escape("Unknown command /" + cmd.Name + ".\n" + helpText)
 	}
 	if err != nil {
 		return err
 	}
-	return h.tell(ctx, "telegram:cmd:"+key, cmd.Channel, req.Thread, Escape(text))
+	return h.tell(ctx, "telegram:cmd:"+key, cmd.Channel, req.Thread, text)
 }
 
-// listRoutines lists the routines the asker may run here.
-func (h *Handler) listRoutines(ctx context.Context, cmd *chat.Command) (string, error) {
-	if h.cfg.Routines == nil {
-		return "Routines are not available on this gateway.", nil
-	}
-	page, err := h.cfg.Routines.List(ctx, core.RoutineFilter{ListOptions: core.ListOptions{Limit: 50}})
-	if err != nil || len(page.Items) == 0 {
-		return "No routines are defined. Add them under routines: in the config file.", err
-	}
-	items, err := chat.Callable(ctx, h.cfg.Approvals, chat.Asker(chat.PlatformTelegram, "", cmd.Channel, cmd.UserID), page.Items)
-	if err != nil {
-		return "", err
-	}
-	if len(items) == 0 {
-		return "No routine here lets you run it (their callers: leave you out).", nil
-	}
-	var b strings.Builder
-	b.WriteString("Routines you may run:\n")
-	for _, r := range items {
-		state := "on"
-		if !r.Enabled {
-			state = "off"
-		}
-		fmt.Fprintf(&b, "• %s (%s) — agent %s, %s\n", r.ID, state, r.AgentID, r.Schedule)
-	}
-	return b.String(), nil
-}
-
-// key names the update: a redelivery fires nothing more.
-func (h *Handler) runRoutine(ctx context.Context, cmd *chat.Command, thread, key string) (string, error) {
-	if h.cfg.Routines == nil || h.cfg.Approvals == nil {
-		return "Routines are not available on this gateway.", nil
-	}
-	id, extra, _ := strings.Cut(cmd.Text, " ")
-	if id == "" {
-		return "Which routine? /run <routine> [extra input]; /routines lists them.", nil
-	}
-	run, err := h.cfg.Approvals.Trigger(ctx, h.cfg.Routines, chat.Asker(chat.PlatformTelegram, "", cmd.Channel, cmd.UserID), id,
-		strings.TrimSpace(extra), core.Binding{Platform: chat.PlatformTelegram, Channel: cmd.Channel, Thread: thread}, "run:"+key)
-	var inputErr *core.InputError
-	var nc *approval.NotCallerError
-	switch {
-	case errors.Is(err, core.ErrNotFound):
-		return fmt.Sprintf("No routine %q; /routines lists them.", id), nil
-	case errors.As(err, &nc):
-		return fmt.Sprintf("You may not run routine %s: %s.", id, nc.Why), nil
-	case errors.As(err, &inputErr):
-		return err.Error(), nil
-	case err != nil:
-		return "", err
-	}
-	return fmt.Sprintf("Running %s (run %s); its output will be posted here.", id, run.ID), nil
-}
-
-// pendingApprovals lists what the asker may decide in this chat.
-func (h *Handler) pendingApprovals(ctx context.Context, cmd *chat.Command) (string, error) {
-	if h.cfg.Store == nil || h.cfg.Approvals == nil {
-		return "Approvals are not available here.", nil
-	}
-	p := chat.Asker(chat.PlatformTelegram, "", cmd.Channel, cmd.UserID)
-	items, err := chat.Decidable(ctx, h.cfg.Store, h.cfg.Approvals, core.Binding{Platform: chat.PlatformTelegram, Channel: cmd.Channel}, p)
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	for _, a := range items {
-		fmt.Fprintf(&b, "• %s: %s, expires %s\n", a.ID, a.Tool, a.ExpiresAt.UTC().Format("Jan 2 15:04 UTC"))
-	}
-	if b.Len() == 0 {
-		return "No requests in this chat are waiting for your decision.", nil
-	}
-	return "Waiting for your decision in this chat:\n" + b.String(), nil
+// dialect writes command answers in MarkdownV2, times in UTC.
+var dialect = chat.Dialect{
+	Text: Escape, Bold: func(s string) string { return "*" + s + "*" },
+	Code:   func(s string) string { return "`" + escapeCode(s) + "`" },
+	Date:   func(t time.Time) string { return Escape(chat.UTC(t)) },
+	Bullet: Escape("• "),
+	Usage:  func(sub, args string) string { return strings.TrimSpace("/" + sub + " " + args) },
 }
