@@ -40,7 +40,7 @@ func fuzzHandler(f *testing.F, publicKey string) (*discord.Handler, *recordSubmi
 	h, err := discord.NewHandler(discord.HandlerConfig{
 		PublicKey: publicKey, ApplicationID: discordtest.AppID, BotUserID: discordtest.BotID,
 		Client: client, Engine: runs, Sessions: nil0{}, DefaultAgent: "ops", Channels: map[string]string{channel: "deployer"},
-		ThreadFollowUps: true, IgnoreBots: true, Logger: log, Clock: fuzzClock,
+		ThreadFollowUps: true, IgnoreBots: true, Logger: log, Clock: fuzzClock, Inbox: testInbox(f),
 	})
 	if err != nil {
 		f.Fatal(err)
@@ -120,7 +120,7 @@ func FuzzGatewayDispatch(f *testing.F) {
 			var m discordgo.MessageCreate
 			_ = json.Unmarshal(e.RawData, &m) // as discordgo: passed on half filled
 			before := len(runs.all())
-			_ = h.Message(ctx, m.Message) // an error is a message not accepted, which Discord does not resend
+			_ = h.StartNow(ctx, m.Message) // Message's parsing, then the run at once; an error is a message not accepted
 			for _, r := range runs.all()[before:] {
 				checkRun(t, m.Message, r.Input, r.UserID, r.DedupeKey, r.AgentID)
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/agentgate/agentgate/interfaces/chat"
 	"github.com/agentgate/agentgate/interfaces/discord"
 	"github.com/agentgate/agentgate/interfaces/discord/discordtest"
+	"github.com/agentgate/agentgate/store/sqlite"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -131,7 +133,7 @@ func FuzzInteraction(f *testing.F) {
 	f.Add([]byte(`{"type":1}`))
 	f.Add([]byte(`{"type":3,"data":{"custom_id":"agentgate:approve:apr_1","component_type":2},"member":{"user":{"id":"1"}}}`))
 	f.Add([]byte(`{"type":2,"data":{"name":"agentgate","options":[{"name":"run","type":1,"options":[{"name":"routine","type":3,"value":7}]}]}}`))
-	h, err := discord.NewHandler(discord.HandlerConfig{Client: mustClient(f), Engine: &recordSubmitter{}, Sessions: nil0{}, DefaultAgent: "ops"})
+	h, err := discord.NewHandler(discord.HandlerConfig{Client: mustClient(f), Engine: &recordSubmitter{}, Sessions: nil0{}, DefaultAgent: "ops", Inbox: testInbox(f)})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -150,6 +152,18 @@ func mustClient(tb testing.TB) *discord.Client {
 		tb.Fatal(err)
 	}
 	return c
+}
+
+// testInbox is an inbox on SQLite for a handler whose messages a test
+// does not process.
+func testInbox(tb testing.TB) core.Inbox {
+	tb.Helper()
+	db, err := sqlite.Open(tb.Context(), filepath.Join(tb.TempDir(), "db.sqlite"), sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
 }
 
 type nil0 struct{}
@@ -171,7 +185,8 @@ func TestClientAPIURL(t *testing.T) {
 // HTTP request is refused, however signed.
 func TestInteractionsOverHTTPOff(t *testing.T) {
 	t.Parallel()
-	h, err := discord.NewHandler(discord.HandlerConfig{Client: mustClient(t), Engine: &recordSubmitter{}, Sessions: nil0{}, DefaultAgent: "ops"})
+	h, err := discord.NewHandler(discord.HandlerConfig{Client: mustClient(t), Engine: &recordSubmitter{}, Sessions: nil0{}, DefaultAgent: "ops",
+		Inbox: testInbox(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +197,7 @@ func TestInteractionsOverHTTPOff(t *testing.T) {
 		t.Errorf("PING without a public key: %v %v, want 401", resp.Status, err)
 	}
 	if _, err := discord.NewHandler(discord.HandlerConfig{PublicKey: "nothex", Client: mustClient(t), Engine: &recordSubmitter{},
-		Sessions: nil0{}, DefaultAgent: "ops"}); err == nil || !strings.Contains(err.Error(), "DISCORD_PUBLIC_KEY") {
+		Sessions: nil0{}, DefaultAgent: "ops", Inbox: testInbox(t)}); err == nil || !strings.Contains(err.Error(), "DISCORD_PUBLIC_KEY") {
 		t.Errorf("a malformed public key: %v", err)
 	}
 }
@@ -219,7 +234,7 @@ func TestInteractionHeadersCheckedFirst(t *testing.T) {
 	t.Parallel()
 	key := discordtest.NewKey()
 	h, err := discord.NewHandler(discord.HandlerConfig{PublicKey: key.PublicHex(), Client: mustClient(t), Engine: &recordSubmitter{},
-		Sessions: nil0{}, DefaultAgent: "ops"})
+		Sessions: nil0{}, DefaultAgent: "ops", Inbox: testInbox(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,9 +54,9 @@ type HandlerConfig struct {
 	// chat.DefaultMaxFileBytes) are not stored.
 	Blobs        core.Blobs
 	MaxFileBytes int64
-	// Inbox, when set, makes messages inbox-first: a message for the bot is
-	// appended to this durable inbox (a redelivery stored once) and its run
-	// started by Start's processor. Without it the run starts at once.
+	// Inbox is where messages for the bot are stored before they are
+	// accepted (required; a redelivery is stored once); Start's processor
+	// starts their runs.
 	Inbox core.Inbox
 	// NodeID names this node in inbox claims; default "local".
 	NodeID string
@@ -68,11 +68,10 @@ type HandlerConfig struct {
 // command answers: ServeHTTP serves POST /discord/interactions, Gateway
 // feeds it the Gateway's dispatches, and Start runs the inbox.
 type Handler struct {
-	cfg    HandlerConfig
-	log    *slog.Logger
-	key    ed25519.PublicKey
-	writer *core.InboxWriter
-	proc   *core.InboxProcessor
+	cfg   HandlerConfig
+	log   *slog.Logger
+	key   ed25519.PublicKey
+	inbox *chat.Inbox
 
 	channels sync.Map // channel id → channelInfo
 	after    sync.WaitGroup
@@ -81,8 +80,8 @@ type Handler struct {
 // NewHandler checks cfg and returns the handler.
 func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	switch {
-	case cfg.Engine == nil || cfg.Sessions == nil || cfg.Client == nil:
-		return nil, errors.New("discord: the handler needs an engine, a session store and a client")
+	case cfg.Engine == nil || cfg.Sessions == nil || cfg.Client == nil || cfg.Inbox == nil:
+		return nil, errors.New("discord: the handler needs an engine, a session store, an inbox and a client")
 	case cfg.DefaultAgent == "":
 		return nil, errors.New("discord: the handler needs a default agent")
 	}
@@ -100,10 +99,16 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		}
 		h.key = k
 	}
-	if err := h.newInbox(); err != nil {
-		return nil, err
-	}
-	return h, nil
+	var err error
+	h.inbox, err = chat.NewInbox(chat.InboxConfig{Inbox: cfg.Inbox, Platform: chat.PlatformDiscord, Owner: cfg.NodeID, Clock: cfg.Clock,
+		Logger: h.log, Handle: func(ctx context.Context, key string, entry json.RawMessage) error {
+			e, err := chat.Decode[inboxEntry](chat.PlatformDiscord, key, entry)
+			if err != nil {
+				return err
+			}
+			return h.start(ctx, key, e)
+		}})
+	return h, err
 }
 
 // ParsePublicKey reads the application's public key (hex, as the Developer
@@ -126,52 +131,32 @@ type inboxEntry struct {
 	OpenThread bool `json:"open_thread,omitempty"`
 }
 
-func (h *Handler) newInbox() error {
-	if h.cfg.Inbox == nil {
-		return nil
-	}
-	var p *core.InboxProcessor
-	w, err := core.NewInboxWriter(core.InboxWriterConfig{Inbox: h.cfg.Inbox, Logger: h.log, Committed: func() { p.Wake() }})
-	if err != nil {
-		return fmt.Errorf("discord: %w", err)
-	}
-	p, err = core.NewInboxProcessor(core.InboxProcessorConfig{
-		Inbox: h.cfg.Inbox, Platform: chat.PlatformDiscord, Owner: h.cfg.NodeID, Logger: h.log,
-		Handle: func(ctx context.Context, m core.InboxMessage) error {
-			var e inboxEntry
-			if err := json.Unmarshal(m.Payload, &e); err != nil {
-				return core.Permanent(fmt.Errorf("discord: decode inbox message %s: %w", m.Key, err))
-			}
-			return h.start(ctx, m.Key, e)
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("discord: %w", err)
-	}
-	h.writer, h.proc = w, p
-	return nil
-}
-
 // Start runs the inbox writer and processor until ctx ends, then waits for
 // the command answers in flight.
 func (h *Handler) Start(ctx context.Context) error {
 	defer h.after.Wait()
-	if h.writer == nil {
-		<-ctx.Done()
-		return nil
-	}
-	return chat.RunInbox(ctx, h.writer, h.proc)
+	return h.inbox.Run(ctx)
 }
 
 // Message accepts a Gateway MESSAGE_CREATE: a mention in a channel (which
 // opens a thread), a message in a thread the bot is part of, or a direct
 // message. Others are dropped. An error means it was not accepted.
 func (h *Handler) Message(ctx context.Context, m *discordgo.Message) error {
+	e, ok, err := h.entry(ctx, m)
+	if !ok || err != nil {
+		return err
+	}
+	return h.inbox.Append(ctx, "msg:"+m.ID, e)
+}
+
+// entry is what the inbox keeps of m; ok is false for a message that is
+// not for the bot.
+func (h *Handler) entry(ctx context.Context, m *discordgo.Message) (e inboxEntry, ok bool, err error) {
 	if m == nil || m.Author == nil || m.Author.ID == h.cfg.BotUserID || m.Author.Bot && h.cfg.IgnoreBots {
-		return nil
+		return e, false, nil
 	}
 	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
-		return nil
+		return e, false, nil
 	}
 	in := chat.Inbound{
 		Platform: chat.PlatformDiscord, Workspace: m.GuildID, Channel: m.ChannelID, MessageID: m.ID,
@@ -188,13 +173,13 @@ func (h *Handler) Message(ctx context.Context, m *discordgo.Message) error {
 		}
 	}
 	if strings.TrimSpace(in.Text) == "" && len(in.Files) == 0 {
-		return nil
+		return e, false, nil
 	}
-	e := inboxEntry{Parent: m.ChannelID}
+	e.Parent = m.ChannelID
 	if !in.DirectMessage {
 		ch, err := h.channel(ctx, m.ChannelID)
 		if err != nil {
-			return err
+			return e, false, err
 		}
 		switch {
 		case ch.Thread && (in.Mentioned || h.cfg.ThreadFollowUps):
@@ -204,35 +189,11 @@ func (h *Handler) Message(ctx context.Context, m *discordgo.Message) error {
 			// from a message has the message's id.
 			in.Channel, in.Thread, e.OpenThread = m.ID, m.ID, true
 		default:
-			return nil
+			return e, false, nil
 		}
 	}
 	e.Message = in
-	key := "msg:" + m.ID
-	if h.writer == nil {
-		return h.accept(ctx, key, e)
-	}
-	payload, err := json.Marshal(e)
-	if err != nil {
-		return fmt.Errorf("discord: encode message %s: %w", m.ID, err)
-	}
-	return h.writer.Append(ctx, core.InboxMessage{Platform: chat.PlatformDiscord, Key: key, Payload: payload, ReceivedAt: h.cfg.Clock.Now().UTC()})
-}
-
-// accept starts a message's run without an inbox; what needs no run is no
-// error.
-func (h *Handler) accept(ctx context.Context, key string, e inboxEntry) error {
-	err := h.start(ctx, key, e)
-	var perm *core.PermanentError
-	switch {
-	case errors.Is(err, core.ErrDuplicate), errors.Is(err, core.ErrInboxSkip):
-		h.log.Debug("discord message needs no run", "key", key, "reason", err)
-		return nil
-	case errors.As(err, &perm):
-		h.log.Warn("discord message dropped", "key", key, "err", err)
-		return nil
-	}
-	return err
+	return e, true, nil
 }
 
 func stripMention(text, bot string) string {

@@ -96,12 +96,16 @@ func newEnv(t *testing.T) *env {
 	e.h, err = discord.NewHandler(discord.HandlerConfig{
 		PublicKey: e.key.PublicHex(), ApplicationID: discordtest.AppID, BotUserID: discordtest.BotID,
 		Client: e.client, Engine: e.runs, Sessions: db, DefaultAgent: "ops", Channels: map[string]string{channel: "deployer"},
-		ThreadFollowUps: true, IgnoreBots: true, Logger: log,
+		ThreadFollowUps: true, IgnoreBots: true, Logger: log, Inbox: db,
 		Interact: discord.InteractConfig{Approvals: e.aps, Store: db, Routines: e.routines},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	go func() { defer close(started); _ = e.h.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-started })
 	e.srv = httptest.NewServer(e.h)
 	t.Cleanup(e.srv.Close)
 	return e
@@ -457,7 +461,7 @@ func TestRealPayloads(t *testing.T) {
 	if err := e.h.Message(t.Context(), &m); err != nil {
 		t.Fatal(err)
 	}
-	runs := e.runs.all()
+	runs := e.waitRuns(t, 1)
 	if len(runs) != 1 || runs[0].Input != "what changed in web since yesterday?" || runs[0].Binding.Channel != m.ID || runs[0].AgentID != "deployer" {
 		t.Errorf("runs = %+v", runs)
 	}

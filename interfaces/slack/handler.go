@@ -53,12 +53,10 @@ type HandlerConfig struct {
 	// MaxFileBytes (default chat.DefaultMaxFileBytes) are not stored.
 	Blobs        core.Blobs
 	MaxFileBytes int64
-	// Inbox, when set, makes messages inbox-first: a message for the bot is
-	// appended to this durable inbox (concurrent requests in one
-	// transaction; retries and the app_mention + message pair of one post
-	// stored once) and then acknowledged; Start's processor starts its run
-	// afterwards. Without it the run is created before the acknowledgement,
-	// one transaction per message.
+	// Inbox is where messages for the bot are stored before they are
+	// acknowledged (required): concurrent requests in one transaction,
+	// retries and the app_mention + message pair of one post stored once;
+	// Start's processor starts their runs afterwards.
 	Inbox core.Inbox
 	// NodeID names this node in inbox claims (AGENTGATE_NODE_ID); a
 	// restarted node that keeps its name takes its claimed messages back at
@@ -74,18 +72,16 @@ type HandlerConfig struct {
 // inbox processor (Start) turns the message into a run, and the Replier
 // posts the answer.
 type Handler struct {
-	cfg HandlerConfig
-	log *slog.Logger
-	// With an inbox: the group-commit writer and the processor (ingest.go).
-	writer *core.InboxWriter
-	proc   *core.InboxProcessor
+	cfg   HandlerConfig
+	log   *slog.Logger
+	inbox *chat.Inbox
 }
 
 // NewHandler checks cfg and returns the handler.
 func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	switch {
-	case cfg.Engine == nil || cfg.Sessions == nil:
-		return nil, errors.New("slack: handler needs an engine and a session store")
+	case cfg.Engine == nil || cfg.Sessions == nil || cfg.Inbox == nil:
+		return nil, errors.New("slack: handler needs an engine, a session store and an inbox")
 	case cfg.DefaultAgent == "":
 		return nil, errors.New("slack: handler needs a default agent")
 	}
@@ -96,10 +92,16 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		cfg.Now = time.Now
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger}
-	if err := h.newInbox(); err != nil {
-		return nil, err
-	}
-	return h, nil
+	var err error
+	h.inbox, err = chat.NewInbox(chat.InboxConfig{Inbox: cfg.Inbox, Platform: chat.PlatformSlack, Owner: cfg.NodeID, Logger: h.log,
+		Handle: func(ctx context.Context, key string, entry json.RawMessage) error {
+			e, err := chat.Decode[inboxEntry](chat.PlatformSlack, key, entry)
+			if err != nil {
+				return err
+			}
+			return h.start(ctx, key, e.Message)
+		}})
+	return h, err
 }
 
 // ServeHTTP implements http.Handler.
@@ -190,8 +192,8 @@ func (h *Handler) Dispatch(ctx context.Context, req Request) (any, error) {
 	return nil, nil
 }
 
-// message accepts a message meant for the bot, others are dropped: with an
-// inbox it stores the message for the processor, else it starts the run.
+// message stores a message meant for the bot for the inbox processor;
+// others are dropped.
 func (h *Handler) message(ctx context.Context, req Request) error {
 	in := req.Message
 	switch {
@@ -202,20 +204,7 @@ func (h *Handler) message(ctx context.Context, req Request) error {
 	case strings.TrimSpace(in.Text) == "" && len(in.Files) == 0:
 		return nil // a bare mention: nothing to answer
 	}
-	if h.writer != nil {
-		return h.enqueue(ctx, req)
-	}
-	err := h.start(ctx, req.DedupeKey, *in)
-	var perm *core.PermanentError
-	switch {
-	case errors.Is(err, core.ErrDuplicate), errors.Is(err, core.ErrInboxSkip):
-		h.log.Debug("slack message needs no run", "key", req.DedupeKey, "reason", err)
-		return nil
-	case errors.As(err, &perm):
-		h.log.Warn("slack message dropped", "key", req.DedupeKey, "err", err)
-		return nil
-	}
-	return err
+	return h.inbox.Append(ctx, req.DedupeKey, inboxEntry{EventID: req.EventID, Message: *req.Message})
 }
 
 // start starts the run of a message for the bot: it picks the agent and, for

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/interfaces/slack"
 	"github.com/agentgate/agentgate/interfaces/slack/slacktest"
+	"github.com/agentgate/agentgate/store/sqlite"
 )
 
 // socketWait bounds every wait on the fake, so a broken client fails the
@@ -60,14 +63,39 @@ func (d *fakeDispatcher) requests() []slack.Request {
 	return append([]slack.Request(nil), d.got...)
 }
 
-// handlerWith is a Handler for the testdata samples that submits to eng.
-func handlerWith(t *testing.T, eng slack.Submitter) *slack.Handler {
+// gatedInbox is an inbox on SQLite whose appends first ask gate: an
+// error fails the append, and gate may block it.
+type gatedInbox struct {
+	*sqlite.DB
+	gate func(msgs []core.InboxMessage) error
+}
+
+func (g gatedInbox) AppendInbox(ctx context.Context, msgs []core.InboxMessage) (int, error) {
+	if err := g.gate(msgs); err != nil {
+		return 0, err
+	}
+	return g.DB.AppendInbox(ctx, msgs)
+}
+
+// handlerWith is a running Handler for the testdata samples whose inbox
+// asks gate before it stores; its engine accepts every run.
+func handlerWith(t *testing.T, gate func(msgs []core.InboxMessage) error) *slack.Handler {
 	t.Helper()
-	h, err := slack.NewHandler(slack.HandlerConfig{SigningSecret: secret, Engine: eng, Sessions: noSessions{},
-		Parser: testdataParser, DefaultAgent: "helper"})
+	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "db.sqlite"), sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { db.Close() })
+	eng := fakeEngine{func(context.Context, core.SubmitRequest) (core.Run, error) { return core.Run{ID: "run_1"}, nil }}
+	h, err := slack.NewHandler(slack.HandlerConfig{SigningSecret: secret, Engine: eng, Sessions: noSessions{},
+		Inbox: gatedInbox{db, gate}, Parser: testdataParser, DefaultAgent: "helper"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = h.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 	return h
 }
 
@@ -112,38 +140,35 @@ func wantAck(t *testing.T, fake *slacktest.Server, envelopeID string) json.RawMe
 	return payload
 }
 
-func TestSocketModeAcksOnlyOnceTheRunIsAccepted(t *testing.T) {
+// TestSocketModeAcksOnlyOnceStored: an envelope is acknowledged once its
+// message is durable in the inbox, not before.
+func TestSocketModeAcksOnlyOnceStored(t *testing.T) {
 	t.Parallel()
 	fake := slacktest.New(t)
-	submitted, release := make(chan core.SubmitRequest, 1), make(chan struct{})
-	startSocket(t, fake, slack.SocketConfig{Dispatcher: handlerWith(t, fakeEngine{func(ctx context.Context, req core.SubmitRequest) (core.Run, error) {
-		submitted <- req
-		select {
-		case <-release:
-			return core.Run{ID: "run_1"}, nil
-		case <-ctx.Done():
-			return core.Run{}, ctx.Err()
-		}
-	}})})
+	appending, release := make(chan []core.InboxMessage, 1), make(chan struct{})
+	startSocket(t, fake, slack.SocketConfig{Dispatcher: handlerWith(t, func(msgs []core.InboxMessage) error {
+		appending <- slices.Clone(msgs) // the writer reuses its batch
+		<-release
+		return nil
+	})})
 
 	id := fake.SocketSend("events_api", readPayload(t, "app_mention.json"))
-	var req core.SubmitRequest
+	var msgs []core.InboxMessage
 	select {
-	case req = <-submitted:
+	case msgs = <-appending:
 	case <-time.After(socketWait):
-		t.Fatal("the app_mention envelope started no run")
+		t.Fatal("the app_mention envelope stored nothing")
 	}
-	// Submit has not returned yet: nothing may be acknowledged.
+	// The append has not returned yet: nothing may be acknowledged.
 	if acks := fake.SocketAcks(); len(acks) != 0 {
-		t.Fatalf("acks before the run was accepted: %+v", acks)
+		t.Fatalf("acks before the message was stored: %+v", acks)
 	}
 	close(release)
 	if payload := wantAck(t, fake, id); payload != nil {
 		t.Errorf("ack payload = %s, want none", payload)
 	}
-	if req.AgentID != "helper" || req.Input != "what is the status of the deploy?" ||
-		req.DedupeKey != "msg:C123ABC456:1515449522.000016" || req.Binding.Thread != "1515449522.000016" {
-		t.Errorf("submitted %+v", req)
+	if len(msgs) != 1 || msgs[0].Key != "msg:C123ABC456:1515449522.000016" || !strings.Contains(string(msgs[0].Payload), "what is the status of the deploy?") {
+		t.Errorf("stored %+v", msgs)
 	}
 }
 
@@ -171,15 +196,17 @@ func TestSocketModeDispatchErrorIsNotAcked(t *testing.T) {
 	fake := slacktest.New(t)
 	var mu sync.Mutex
 	var keys []string
-	startSocket(t, fake, slack.SocketConfig{Dispatcher: handlerWith(t, fakeEngine{func(_ context.Context, req core.SubmitRequest) (core.Run, error) {
+	startSocket(t, fake, slack.SocketConfig{Dispatcher: handlerWith(t, func(msgs []core.InboxMessage) error {
 		mu.Lock()
 		defer mu.Unlock()
-		keys = append(keys, req.DedupeKey)
-		if len(keys) == 1 {
-			return core.Run{}, errors.New("store unavailable")
+		for _, m := range msgs {
+			keys = append(keys, m.Key)
 		}
-		return core.Run{ID: "run_1"}, nil
-	}})})
+		if len(keys) == 1 {
+			return errors.New("store unavailable")
+		}
+		return nil
+	})})
 
 	failed := fake.SocketSend("events_api", json.RawMessage(event("Ev1", "app_mention", "C1", "U1", mention("one"), "1700000006.000100", "", "")))
 	next := fake.SocketSend("events_api", json.RawMessage(event("Ev2", "app_mention", "C1", "U1", mention("two"), "1700000006.000200", "", "")))
@@ -188,7 +215,7 @@ func TestSocketModeDispatchErrorIsNotAcked(t *testing.T) {
 	// the failed one been acknowledged, its ack would be here by now.
 	for _, a := range fake.SocketAcks() {
 		if a.EnvelopeID == failed {
-			t.Fatal("the envelope whose run could not be submitted was acknowledged")
+			t.Fatal("the envelope whose message could not be stored was acknowledged")
 		}
 	}
 	wantAck(t, fake, fake.SocketRetry(failed))
@@ -196,7 +223,7 @@ func TestSocketModeDispatchErrorIsNotAcked(t *testing.T) {
 	defer mu.Unlock()
 	want := []string{"msg:C1:1700000006.000100", "msg:C1:1700000006.000200", "msg:C1:1700000006.000100"}
 	if strings.Join(keys, " ") != strings.Join(want, " ") {
-		t.Errorf("submitted %v, want %v", keys, want)
+		t.Errorf("stored %v, want %v", keys, want)
 	}
 }
 

@@ -57,10 +57,9 @@ type HandlerConfig struct {
 // (Start): a message starts a run, a command is answered, a click decides
 // an approval.
 type Handler struct {
-	cfg    HandlerConfig
-	log    *slog.Logger
-	writer *core.InboxWriter
-	proc   *core.InboxProcessor
+	cfg   HandlerConfig
+	log   *slog.Logger
+	inbox *chat.Inbox
 }
 
 // NewHandler checks cfg and returns the handler.
@@ -78,25 +77,15 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		cfg.Clock = core.SystemClock{}
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger}
-	var p *core.InboxProcessor
-	w, err := core.NewInboxWriter(core.InboxWriterConfig{Inbox: cfg.Inbox, Logger: h.log, Committed: func() { p.Wake() }})
-	if err != nil {
-		return nil, fmt.Errorf("telegram: %w", err)
-	}
-	p, err = core.NewInboxProcessor(core.InboxProcessorConfig{Inbox: cfg.Inbox, Platform: chat.PlatformTelegram,
-		Handle: h.process, Owner: cfg.NodeID, Clock: cfg.Clock, Logger: h.log})
-	if err != nil {
-		return nil, fmt.Errorf("telegram: %w", err)
-	}
-	h.writer, h.proc = w, p
-	return h, nil
+	var err error
+	h.inbox, err = chat.NewInbox(chat.InboxConfig{Inbox: cfg.Inbox, Platform: chat.PlatformTelegram, Owner: cfg.NodeID,
+		Clock: cfg.Clock, Logger: h.log, Handle: h.process})
+	return h, err
 }
 
 // Start runs the inbox writer and processor until ctx ends. Stop the HTTP
 // server and the poller first.
-func (h *Handler) Start(ctx context.Context) error {
-	return chat.RunInbox(ctx, h.writer, h.proc)
-}
+func (h *Handler) Start(ctx context.Context) error { return h.inbox.Run(ctx) }
 
 // ServeHTTP serves POST /telegram/webhook.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -149,34 +138,29 @@ func (h *Handler) Ingest(ctx context.Context, u models.Update) error {
 	if req.Kind == KindIgnored {
 		return nil
 	}
-	payload, err := json.Marshal(inboxEntry{Request: req})
-	if err != nil {
-		return fmt.Errorf("telegram: encode update %d: %w", u.ID, err)
-	}
-	return h.writer.Append(ctx, core.InboxMessage{Platform: chat.PlatformTelegram, Key: req.Key,
-		Payload: payload, ReceivedAt: h.cfg.Clock.Now().UTC()})
+	return h.inbox.Append(ctx, req.Key, inboxEntry{Request: req})
 }
 
 // process acts on a stored update.
-func (h *Handler) process(ctx context.Context, m core.InboxMessage) error {
-	var e inboxEntry
-	if err := json.Unmarshal(m.Payload, &e); err != nil {
-		return core.Permanent(fmt.Errorf("telegram: decode inbox message %s: %w", m.Key, err))
+func (h *Handler) process(ctx context.Context, key string, entry json.RawMessage) error {
+	e, err := chat.Decode[inboxEntry](chat.PlatformTelegram, key, entry)
+	if err != nil {
+		return err
 	}
 	req := e.Request
 	switch {
 	case req.Kind == KindMessage && req.Message != nil:
-		return h.start(ctx, m.Key, *req.Message)
+		return h.start(ctx, key, *req.Message)
 	case req.Kind == KindCommand && req.Command != nil:
-		if err := h.command(ctx, m.Key, req); err != nil {
+		if err := h.command(ctx, key, req); err != nil {
 			return err
 		}
 	case req.Kind == KindCallback && req.Action != nil:
-		if err := h.callback(ctx, m.Key, req); err != nil {
+		if err := h.callback(ctx, key, req); err != nil {
 			return err
 		}
 	}
-	return fmt.Errorf("telegram %s: %w", m.Key, core.ErrInboxSkip)
+	return fmt.Errorf("telegram %s: %w", key, core.ErrInboxSkip)
 }
 
 // AgentFor returns the agent that answers in chat.
