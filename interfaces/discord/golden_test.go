@@ -133,6 +133,10 @@ func FuzzInteraction(f *testing.F) {
 	f.Add([]byte(`{"type":1}`))
 	f.Add([]byte(`{"type":3,"data":{"custom_id":"agentgate:approve:apr_1","component_type":2},"member":{"user":{"id":"1"}}}`))
 	f.Add([]byte(`{"type":2,"data":{"name":"agentgate","options":[{"name":"run","type":1,"options":[{"name":"routine","type":3,"value":7}]}]}}`))
+	// The deny modal's submission, and shapes of it Discord never sends.
+	f.Add([]byte(`{"type":5,"data":{"custom_id":"agentgate:deny:apr_1","components":[{"type":1,"components":[{"type":4,"custom_id":"reason","value":"no"}]}]},"member":{"user":{"id":"1"}},"message":{"id":"9"}}`))
+	f.Add([]byte(`{"type":5,"data":{"custom_id":"agentgate:deny:apr_1","components":[{"type":4,"custom_id":"reason"}]}}`))
+	f.Add([]byte(`{"type":5,"data":{"components":7}}`))
 	h, err := discord.NewHandler(discord.HandlerConfig{Client: mustClient(f), Engine: &recordSubmitter{}, Sessions: nil0{}, DefaultAgent: "ops", Inbox: testInbox(f)})
 	if err != nil {
 		f.Fatal(err)
