@@ -106,6 +106,11 @@ type Run struct {
 	CreatedAt   time.Time  `json:"created_at"`
 	StartedAt   *time.Time `json:"started_at"`
 	FinishedAt  *time.Time `json:"finished_at"`
+	// Conversation is where the run was asked (its session's binding, as
+	// it was created with it): chat hooks route by it without reading
+	// the session. Empty for runs outside a conversation, and for runs
+	// stored before it was recorded.
+	Conversation Binding `json:"-"`
 }
 
 // EventType names a journal entry.

@@ -57,15 +57,15 @@ func (a *Approvals) Handle(ctx context.Context, job core.Job) error {
 	if err != nil {
 		return err
 	}
-	sess, err := a.Store.GetSession(ctx, run.SessionID)
+	b, err := Conversation(ctx, a.Store, run)
 	if err != nil {
 		return err
 	}
-	r, ok := a.Renderers[sess.Binding.Platform]
-	if !ok || sess.Binding.Channel == "" {
+	r, ok := a.Renderers[b.Platform]
+	if !ok || b.Channel == "" {
 		return nil
 	}
-	return r.RenderApproval(ctx, sess.Binding, ap, run)
+	return r.RenderApproval(ctx, b, ap, run)
 }
 
 // Handlers returns the engine job handler of the router.

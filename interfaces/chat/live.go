@@ -29,6 +29,9 @@ func (p *Replies) Progress(run core.Run) core.ProgressSink {
 	if run.Type != core.RunTypeChat || len(p.cfg.Platforms) == 0 {
 		return nil
 	}
+	if c := run.Conversation; c.Platform != "" && (p.cfg.Platforms[c.Platform] == nil || c.Channel == "") {
+		return nil // nothing shows it here
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Live{p: p, run: run, ctx: ctx, cancel: cancel, ended: make(chan struct{}), done: make(chan struct{})}
 	go l.loop()
@@ -157,11 +160,10 @@ func (l *Live) loop() {
 // nil when nothing shows.
 func (l *Live) open() (*live, error) {
 	ctx, st := l.ctx, l.p.cfg.Store
-	sess, err := st.GetSession(ctx, l.run.SessionID)
+	b, err := Conversation(ctx, st, l.run)
 	if err != nil {
 		return nil, err
 	}
-	b := sess.Binding
 	plat := l.p.cfg.Platforms[b.Platform]
 	if plat == nil || b.Channel == "" {
 		return nil, nil

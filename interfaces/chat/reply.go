@@ -153,6 +153,9 @@ func (p *Replies) OnFinish(run core.Run, _ core.RunStatus) []core.Job {
 	if run.Type != core.RunTypeChat || len(p.cfg.Platforms) == 0 {
 		return nil
 	}
+	if c := run.Conversation; c.Platform != "" && p.cfg.Platforms[c.Platform] == nil {
+		return nil // a platform this gateway does not serve
+	}
 	payload, _ := json.Marshal(replyJob{RunID: run.ID}) // strings always marshal
 	return []core.Job{{Kind: JobReply, Key: JobReply + ":" + run.ID, Payload: payload}}
 }
@@ -182,11 +185,10 @@ func (p *Replies) Handle(ctx context.Context, job core.Job) error {
 	if !run.Status.Terminal() {
 		return fmt.Errorf("reply: run %s is %s, not finished", run.ID, run.Status)
 	}
-	sess, err := st.GetSession(ctx, run.SessionID)
+	b, err := Conversation(ctx, st, run)
 	if err != nil {
 		return err
 	}
-	b := sess.Binding
 	plat := p.cfg.Platforms[b.Platform]
 	text := ReplyText(run)
 	if plat == nil || b.Channel == "" || text == "" {
@@ -212,6 +214,16 @@ func (p *Replies) Handle(ctx context.Context, job core.Job) error {
 		p.cfg.Logger.Warn(b.Platform+" live message outcome unknown; posting the answer as a new message", "run", run.ID, "state", state)
 	}
 	return plat.Reply(ctx, a)
+}
+
+// Conversation is where run was asked: as recorded with it, or, for a run
+// stored before that was, its session's binding.
+func Conversation(ctx context.Context, st SessionGetter, run core.Run) (core.Binding, error) {
+	if run.Conversation.Platform != "" {
+		return run.Conversation, nil
+	}
+	sess, err := st.GetSession(ctx, run.SessionID)
+	return sess.Binding, err
 }
 
 // RunSessions reads runs and sessions; core.Store is one.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,11 +89,22 @@ func (m fakeMessage) End(_ context.Context, text, note string) error {
 	return nil
 }
 
+// countingDB counts the sessions read.
+type countingDB struct {
+	*sqlite.DB
+	sessions atomic.Int64
+}
+
+func (c *countingDB) GetSession(ctx context.Context, id string) (core.Session, error) {
+	c.sessions.Add(1)
+	return c.DB.GetSession(ctx, id)
+}
+
 // pipe is the reply pipeline over SQLite with a Slack-like and a
 // Telegram-like fake platform; live messages tick by hand.
 type pipe struct {
 	t     *testing.T
-	db    *sqlite.DB
+	db    *countingDB
 	p     *chat.Replies
 	slack *fakePlatform
 	tg    *fakePlatform
@@ -106,8 +118,8 @@ func newPipe(t *testing.T) *pipe {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	x := &pipe{t: t, db: db, slack: &fakePlatform{name: "slack"}, tg: &fakePlatform{name: "telegram"}, ticks: make(chan time.Time)}
-	x.p, err = chat.NewReplies(chat.RepliesConfig{Store: db,
+	x := &pipe{t: t, db: &countingDB{DB: db}, slack: &fakePlatform{name: "slack"}, tg: &fakePlatform{name: "telegram"}, ticks: make(chan time.Time)}
+	x.p, err = chat.NewReplies(chat.RepliesConfig{Store: x.db,
 		Platforms: map[string]chat.Platform{chat.PlatformSlack: x.slack, chat.PlatformTelegram: x.tg},
 		Ticker:    func(time.Duration) (<-chan time.Time, func()) { return x.ticks, func() {} }})
 	if err != nil {
@@ -182,10 +194,20 @@ func TestOneReplyJobRoutedByPlatform(t *testing.T) {
 	if x.p.OnFinish(core.Run{ID: "run_api", Type: core.RunTypeAPI, Status: core.RunCompleted}, core.RunCompleted) != nil {
 		t.Error("an API run got a reply job")
 	}
-	// A run of a platform that is not configured (here: Discord) gets its
-	// job, which answers nowhere and does not fail.
-	x.finish(x.run(chat.PlatformDiscord), "Nobody sees this.")
+	// A run of a platform that is not configured (here: Discord) gets no
+	// job and shows nowhere.
+	discord := x.run(chat.PlatformDiscord)
+	if jobs := x.finish(discord, "Nobody sees this."); len(jobs) != 0 {
+		t.Errorf("a Discord run got %d reply jobs on a gateway without Discord", len(jobs))
+	}
+	if x.p.Progress(discord) != nil {
+		t.Error("a Discord run shows live on a gateway without Discord")
+	}
 	want(t, x.slack)
+	// The run carries its conversation: routing it read no session.
+	if n := x.db.sessions.Load(); n != 0 {
+		t.Errorf("the pipeline read %d sessions, want none", n)
+	}
 }
 
 // TestLegacyReplyJobsAreHandled: reply jobs of an earlier release, one per

@@ -16,20 +16,21 @@ import (
 )
 
 // latest is the newest migration in migrations/.
-const latest = 9
+const latest = 10
 
 // tablesAt are the tables of the schema at each version.
 var tablesAt = [latest + 1][]string{
-	0: {"schema_migrations"},
-	1: {"approvals", "jobs", "run_events", "runs", "schema_migrations", "sessions"},
-	2: {"approvals", "jobs", "leases", "run_events", "runs", "schema_migrations", "sessions"},
-	3: {"approvals", "jobs", "leases", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
-	4: {"approvals", "jobs", "leases", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
-	5: {"approvals", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
-	6: {"approvals", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
-	7: {"approvals", "audit", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
-	8: {"approvals", "audit", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
-	9: {"approvals", "audit", "blobs", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
+	0:  {"schema_migrations"},
+	1:  {"approvals", "jobs", "run_events", "runs", "schema_migrations", "sessions"},
+	2:  {"approvals", "jobs", "leases", "run_events", "runs", "schema_migrations", "sessions"},
+	3:  {"approvals", "jobs", "leases", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
+	4:  {"approvals", "jobs", "leases", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
+	5:  {"approvals", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
+	6:  {"approvals", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
+	7:  {"approvals", "audit", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
+	8:  {"approvals", "audit", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
+	9:  {"approvals", "audit", "blobs", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
+	10: {"approvals", "audit", "blobs", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
 }
 
 func wantVersion(t *testing.T, db *postgres.DB, want int) {

@@ -39,10 +39,10 @@ type runRow = sqlstore.RunRow
 // scanRun scans runCols, after any extra leading columns (the pk of lists).
 func scanRun(s scanner, extra ...any) (runRow, error) {
 	var r runRow
-	var typ, status string
+	var typ, status, conversation string
 	dest := append(extra, &r.ID, &r.SessionID, &r.AgentID, &r.UserID, &typ, &status, &r.ParentRunID, &r.RoutineID,
 		&r.StartedBy, &r.Input, &r.Output, &r.Error, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.LastSeq, &r.CreatedAt,
-		&r.StartedAt, &r.FinishedAt, &r.ClaimedBy, &r.ClaimUntil)
+		&r.StartedAt, &r.FinishedAt, &r.ClaimedBy, &r.ClaimUntil, &conversation)
 	if err := s.Scan(dest...); err != nil {
 		return runRow{}, err
 	}
@@ -52,6 +52,7 @@ func scanRun(s scanner, extra ...any) (runRow, error) {
 	r.StartedAt = utcPtr(r.StartedAt)
 	r.FinishedAt = utcPtr(r.FinishedAt)
 	r.ClaimUntil = utcPtr(r.ClaimUntil)
+	r.Conversation = sqlstore.DecodeConversation(conversation)
 	return r, nil
 }
 
@@ -370,11 +371,11 @@ func createRunTx(ctx context.Context, tx *txn, nr core.NewRun, out *core.Run) er
 	}
 	events := int64(len(nr.Events))
 	tx.Later(`INSERT INTO runs (id, session_id, agent_id, user_id, run_type, status,
-		parent_run_id, routine_id, started_by, input, output, error, input_tokens, output_tokens, created_at)
-		VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, $11, $12, $13, $14)
+		parent_run_id, routine_id, started_by, input, output, error, input_tokens, output_tokens, created_at, conversation)
+		VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 		RETURNING `+runCols,
 		r.ID, r.SessionID, r.AgentID, r.UserID, string(r.Type), r.ParentRunID, r.RoutineID, r.StartedBy, r.Input, r.Output,
-		r.Error, r.Usage.InputTokens, r.Usage.OutputTokens, r.CreatedAt).Row(func(row pgx.Row) error {
+		r.Error, r.Usage.InputTokens, r.Usage.OutputTokens, r.CreatedAt, sqlstore.EncodeConversation(s.Binding)).Row(func(row pgx.Row) error {
 		run, err := scanRun(row)
 		run.LastSeq = events
 		*out = run.Run

@@ -43,9 +43,10 @@ func scanRun(s scanner, extra ...any) (runRow, error) {
 	var created int64
 	var started, finished sql.NullInt64
 	var claimUntil int64 // 0: not claimed
+	var conversation string
 	dest := append(extra, &r.ID, &r.SessionID, &r.AgentID, &r.UserID, &typ, &status, &r.ParentRunID, &r.RoutineID,
 		&r.StartedBy, &r.Input, &r.Output, &r.Error, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.LastSeq, &created, &started, &finished,
-		&r.ClaimedBy, &claimUntil)
+		&r.ClaimedBy, &claimUntil, &conversation)
 	if err := s.Scan(dest...); err != nil {
 		return runRow{}, err
 	}
@@ -58,6 +59,7 @@ func scanRun(s scanner, extra ...any) (runRow, error) {
 	r.CreatedAt = nanos(created)
 	r.StartedAt = nullNanos(started)
 	r.FinishedAt = nullNanos(finished)
+	r.Conversation = sqlstore.DecodeConversation(conversation)
 	return r, nil
 }
 
@@ -203,10 +205,10 @@ func (db *DB) createRunTx(ctx context.Context, tx *txn, nr core.NewRun) (core.Ru
 		return core.Run{}, fmt.Errorf("touch session %s: %w", s.ID, err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO runs(id, session_id, agent_id, user_id, run_type, status,
-		parent_run_id, routine_id, started_by, input, output, error, input_tokens, output_tokens, created_at)
-		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		parent_run_id, routine_id, started_by, input, output, error, input_tokens, output_tokens, created_at, conversation)
+		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.SessionID, r.AgentID, r.UserID, string(r.Type), r.ParentRunID, r.RoutineID, r.StartedBy, r.Input, r.Output,
-		r.Error, r.Usage.InputTokens, r.Usage.OutputTokens, r.CreatedAt.UnixNano()); err != nil {
+		r.Error, r.Usage.InputTokens, r.Usage.OutputTokens, r.CreatedAt.UnixNano(), sqlstore.EncodeConversation(s.Binding)); err != nil {
 		return core.Run{}, fmt.Errorf("insert run: %w", err)
 	}
 	if _, err := appendTx(ctx, tx, r.ID, 0, nr.Events); err != nil {

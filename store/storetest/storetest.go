@@ -384,6 +384,9 @@ func testCreateRun(t *testing.T, h Harness) {
 	if got.Status != r.Status || got.LastSeq != r.LastSeq || got.Input != r.Input || !got.CreatedAt.Equal(r.CreatedAt) {
 		t.Errorf("GetRun = %+v, want %+v", got, r)
 	}
+	if r.Conversation != nr.Session.Binding || got.Conversation != nr.Session.Binding {
+		t.Errorf("conversation: created %+v, read %+v; want the session's binding %+v", r.Conversation, got.Conversation, nr.Session.Binding)
+	}
 
 	s, err := h.Store.GetSession(ctx, sid)
 	if err != nil {

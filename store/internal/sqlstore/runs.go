@@ -16,7 +16,7 @@ import (
 const (
 	RunCols = `id, session_id, agent_id, user_id, run_type, status, parent_run_id, routine_id, started_by,
 		input, output, error, input_tokens, output_tokens, last_seq, created_at, started_at, finished_at,
-		claimed_by, claim_until`
+		claimed_by, claim_until, conversation`
 	SessionCols  = `id, agent_id, user_id, platform, workspace, channel, thread, title, created_at, updated_at`
 	ApprovalCols = `id, run_id, session_id, tool_call_id, tool, arguments, args_sha256, policy, requested_by,
 		status, decided_by, decided_by_name, decided_via, reason, created_at, expires_at, decided_at`
@@ -658,4 +658,24 @@ func (s Runs) RequeueActive(ctx context.Context) (int, error) {
 		s.D.Enqueued()
 	}
 	return n, nil
+}
+
+// EncodeConversation is a run's conversation column: its binding as JSON,
+// "" for none.
+func EncodeConversation(b core.Binding) string {
+	if b == (core.Binding{}) {
+		return ""
+	}
+	j, _ := json.Marshal(b) // strings always marshal
+	return string(j)
+}
+
+// DecodeConversation reads the conversation column; what does not decode
+// is no conversation (the hooks then read the session).
+func DecodeConversation(s string) core.Binding {
+	var b core.Binding
+	if s != "" {
+		_ = json.Unmarshal([]byte(s), &b)
+	}
+	return b
 }
