@@ -1,14 +1,13 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 
-	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/core/config"
+	gw "github.com/agentgate/agentgate/gateway"
 )
 
 const configHelp = `Usage: agentgate config check [--config FILE]
@@ -33,7 +32,11 @@ func configCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	name, cfg, problems := checkConfig(s)
+	name := "the built-in demo config"
+	if s.ConfigPath != "" {
+		name = s.ConfigPath
+	}
+	cfg, problems := gw.CheckConfig(s.Settings)
 	if len(problems) > 0 {
 		for _, p := range problems {
 			fmt.Fprintln(stdout, p)
@@ -43,34 +46,6 @@ func configCmd(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "config ok: %s: %s, %s, %s, platforms: %s\n", name,
 		count(len(cfg.Agents), "agent"), count(len(cfg.Tools), "tool"), count(len(cfg.Routines), "routine"), platforms(cfg))
 	return nil
-}
-
-// checkConfig loads the config as serve does before it opens the store,
-// and returns the file's name, the config and its problems, one line each.
-func checkConfig(s settings) (name string, cfg *config.Config, problems []string) {
-	name, cfg = "the built-in demo config", config.Default()
-	if s.configPath != "" {
-		name = s.configPath
-		var err error
-		if cfg, err = config.Load(s.configPath); err != nil {
-			if ce := (*config.Error)(nil); errors.As(err, &ce) {
-				return name, nil, ce.Lines()
-			}
-			return name, nil, []string{err.Error()}
-		}
-	}
-	keys, err := apiKeys(s.apiKeys, cfg)
-	if err != nil {
-		problems = append(problems, err.Error())
-	}
-	if err == nil && len(keys) == 0 && !loopbackOnly(s.addr) {
-		problems = append(problems, fmt.Sprintf("--addr %s is reachable from other machines but no API keys are set; "+
-			"set AGENTGATE_API_KEYS or server.api_keys, or listen on 127.0.0.1", s.addr))
-	}
-	if _, err := buildAgents(cfg, core.SystemClock{}); err != nil {
-		problems = append(problems, err.Error())
-	}
-	return name, cfg, problems
 }
 
 func count(n int, what string) string { return fmt.Sprintf("%d %s", n, plural(n, what, what+"s")) }

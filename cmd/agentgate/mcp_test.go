@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
-	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	mcpclient "github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -107,31 +104,5 @@ func TestE2EMCPEmbedded(t *testing.T) {
 	tool(t, c, "run_agent", map[string]any{"agent": "demo", "input": "deploy web to production"}, &run)
 	if run.Status != core.RunCompleted || !strings.Contains(run.Output, "deployed") || run.UserID != "key:local" {
 		t.Fatalf("run = %+v, want completed after the inline approval", run)
-	}
-}
-
-func TestMCPSettings(t *testing.T) {
-	for _, tc := range []struct {
-		timeout, channel string
-		want             mcpSettings
-		err              string
-	}{
-		{want: mcpSettings{}},
-		{timeout: "5m", channel: "slack:C0123", want: mcpSettings{approval: core.ApprovalRule{Timeout: 5 * time.Minute},
-			approvalsTo: core.Binding{Platform: "slack", Channel: "C0123"}}},
-		{timeout: "soon", err: "AGENTGATE_MCP_APPROVAL_TIMEOUT"},
-		{channel: "webhook:https://example.com/x", err: "AGENTGATE_MCP_APPROVALS_CHANNEL: must be a chat conversation"},
-		{channel: "C0123", err: "AGENTGATE_MCP_APPROVALS_CHANNEL"},
-	} {
-		t.Setenv("AGENTGATE_MCP_APPROVAL_TIMEOUT", tc.timeout)
-		t.Setenv("AGENTGATE_MCP_APPROVALS_CHANNEL", tc.channel)
-		got, err := mcpFromEnv()
-		var ue *usageError
-		switch {
-		case tc.err != "" && (!errors.As(err, &ue) || !strings.Contains(err.Error(), tc.err)):
-			t.Errorf("%+v: err = %v, want a usage error about %s", tc, err, tc.err)
-		case tc.err == "" && (err != nil || !reflect.DeepEqual(got, tc.want)):
-			t.Errorf("%+v: got %+v, %v; want %+v", tc, got, err, tc.want)
-		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/core/config"
+	"github.com/agentgate/agentgate/core/model/demo"
+	"github.com/agentgate/agentgate/core/routine"
 	"github.com/agentgate/agentgate/interfaces/api"
 	"github.com/agentgate/agentgate/store/sqlite"
 )
@@ -34,8 +36,8 @@ routines:
 `
 
 // routinesAPI serves the API with the routines of routinesTestConfig over a
-// fresh SQLite store, wired like serve does (the engine is not started, so
-// triggered runs stay queued).
+// fresh SQLite store, wired like the gateway does (the engine is not
+// started, so triggered runs stay queued).
 func routinesAPI(t *testing.T) (*httptest.Server, *sqlite.DB) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
@@ -48,15 +50,18 @@ func routinesAPI(t *testing.T) (*httptest.Server, *sqlite.DB) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	clock := core.SystemClock{}
-	rt, err := newRoutines(t.Context(), cfg, db, clock, log, nil)
+	guard, err := cfg.Egress.Policy()
 	if err != nil {
 		t.Fatal(err)
 	}
-	agents, err := buildAgents(cfg, clock)
+	rt, err := routine.New(routine.Config{Store: db, Runs: db, Sessions: db, Logger: log, Agents: []string{"ops"}, Egress: guard})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := rt.Sync(t.Context(), cfg.RoutineDefs()); err != nil {
+		t.Fatal(err)
+	}
+	agents := map[string]*core.Agent{"ops": {ID: "ops", Provider: "demo", ModelName: "demo", Model: demo.Model{}}}
 	eng, err := core.NewEngine(core.EngineConfig{Store: db, Queue: db, Agents: agents, Logger: log,
 		OnFinish: rt.OnFinish, Handlers: rt.Handlers()})
 	if err != nil {

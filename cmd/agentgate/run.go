@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
-	"strings"
+
+	gw "github.com/agentgate/agentgate/gateway"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -17,9 +17,12 @@ type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
+// exitCode is 2 for a usage error (the command line's, or a setting the
+// gateway refuses), else 1.
 func exitCode(err error) int {
 	var ue *usageError
-	if errors.As(err, &ue) {
+	var gue *gw.UsageError
+	if errors.As(err, &ue) || errors.As(err, &gue) {
 		return 2
 	}
 	return 1
@@ -89,13 +92,5 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return &usageError{fmt.Sprintf("unknown command %q", cmd)}
 }
 
-func buildVersion() string {
-	v := version
-	if info, ok := debug.ReadBuildInfo(); ok {
-		if v == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
-			v = info.Main.Version
-		}
-		v += " (" + strings.TrimPrefix(info.GoVersion, "go") + ")"
-	}
-	return v
-}
+// buildVersion is version with the module and Go versions of the build.
+func buildVersion() string { return gw.BuildVersion(version) }

@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"context"
@@ -36,16 +36,16 @@ func newDiscord(ctx context.Context, cfg *config.Config, db storeDB, nodeID stri
 	}
 	token, pub, appID := os.Getenv("DISCORD_BOT_TOKEN"), os.Getenv("DISCORD_PUBLIC_KEY"), os.Getenv("DISCORD_APPLICATION_ID")
 	if token == "" {
-		return nil, &usageError{"interfaces.discord is configured but DISCORD_BOT_TOKEN is not set: set it to the bot's token (Developer Portal → Bot → Reset Token)"}
+		return nil, &UsageError{"interfaces.discord is configured but DISCORD_BOT_TOKEN is not set: set it to the bot's token (Developer Portal → Bot → Reset Token)"}
 	}
 	if pub != "" {
 		if _, err := discord.ParsePublicKey(pub); err != nil {
-			return nil, &usageError{err.Error()}
+			return nil, &UsageError{err.Error()}
 		}
 	}
 	client, err := discord.NewClient(discord.ClientConfig{Token: token, APIURL: os.Getenv("DISCORD_API_URL"), Logger: log})
 	if err != nil {
-		return nil, &usageError{err.Error()}
+		return nil, &UsageError{err.Error()}
 	}
 	me, err := client.Me(ctx)
 	if err != nil {

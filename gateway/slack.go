@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"context"
@@ -23,7 +23,7 @@ type slackWiring struct {
 	newHandler func(eng *core.Engine, aps slack.Decider, rt slack.RoutineRunner, blobs core.Blobs) (*slack.Handler, error)
 	// socket, set when SLACK_APP_TOKEN is, receives events, clicks and slash
 	// commands over Socket Mode into the handler that serves /slack/events,
-	// until ctx ends; serve runs it beside the HTTP server.
+	// until ctx ends; Start runs it beside the HTTP server.
 	socket func(ctx context.Context, h *slack.Handler) error
 }
 
@@ -37,12 +37,12 @@ func newSlack(ctx context.Context, cfg *config.Config, db storeDB, nodeID string
 	secret, token, appToken := os.Getenv("SLACK_SIGNING_SECRET"), os.Getenv("SLACK_BOT_TOKEN"), os.Getenv("SLACK_APP_TOKEN")
 	switch {
 	case token == "":
-		return nil, &usageError{"interfaces.slack is configured but SLACK_BOT_TOKEN is not set: set it to the app's bot token, xoxb-… (OAuth & Permissions)"}
+		return nil, &UsageError{"interfaces.slack is configured but SLACK_BOT_TOKEN is not set: set it to the app's bot token, xoxb-… (OAuth & Permissions)"}
 	case appToken != "" && !strings.HasPrefix(appToken, "xapp-"):
-		return nil, &usageError{"SLACK_APP_TOKEN: must be the app-level token, xapp-… (Basic Information → App-Level Tokens, " +
+		return nil, &UsageError{"SLACK_APP_TOKEN: must be the app-level token, xapp-… (Basic Information → App-Level Tokens, " +
 			"scope connections:write); unset it to receive events over HTTP at /slack/events"}
 	case secret == "" && appToken == "":
-		return nil, &usageError{"interfaces.slack is configured but neither SLACK_SIGNING_SECRET (events over HTTP at /slack/events: " +
+		return nil, &UsageError{"interfaces.slack is configured but neither SLACK_SIGNING_SECRET (events over HTTP at /slack/events: " +
 			"the app's signing secret, Basic Information → App Credentials) nor SLACK_APP_TOKEN (Socket Mode: xapp-…) is set"}
 	}
 	client, err := slack.NewClient(slack.ClientConfig{Token: token, APIURL: os.Getenv("SLACK_API_URL"), Logger: log})

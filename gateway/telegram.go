@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"context"
@@ -26,7 +26,7 @@ type telegramWiring struct {
 	webhook bool
 	// newHandler is built once the engine exists.
 	newHandler func(eng *core.Engine, aps ichat.Decider, rt ichat.RoutineRunner, blobs core.Blobs) (*telegram.Handler, error)
-	// services are what serve runs for h: its inbox writer and processor,
+	// services are what Start runs for h: its inbox writer and processor,
 	// and without a webhook the poller, under a lease.
 	services func(h *telegram.Handler) []func(context.Context) error
 }
@@ -44,9 +44,9 @@ func newTelegram(ctx context.Context, cfg *config.Config, db storeDB, nodeID str
 	token, secret := os.Getenv("TELEGRAM_BOT_TOKEN"), os.Getenv("TELEGRAM_WEBHOOK_SECRET")
 	switch {
 	case token == "":
-		return nil, &usageError{"interfaces.telegram is configured but TELEGRAM_BOT_TOKEN is not set: set it to the token @BotFather gave the bot (123456:ABC-…)"}
+		return nil, &UsageError{"interfaces.telegram is configured but TELEGRAM_BOT_TOKEN is not set: set it to the token @BotFather gave the bot (123456:ABC-…)"}
 	case secret != "" && !telegramSecretPattern.MatchString(secret):
-		return nil, &usageError{"TELEGRAM_WEBHOOK_SECRET: must be 1-256 characters of A-Z, a-z, 0-9, _ and - (Telegram's secret_token); unset it to receive updates by long polling"}
+		return nil, &UsageError{"TELEGRAM_WEBHOOK_SECRET: must be 1-256 characters of A-Z, a-z, 0-9, _ and - (Telegram's secret_token); unset it to receive updates by long polling"}
 	}
 	client, err := telegram.NewClient(telegram.ClientConfig{Token: token, APIURL: os.Getenv("TELEGRAM_API_URL"), Logger: log})
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"cmp"
@@ -85,7 +85,7 @@ func (t *redisTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 
 // openBackend picks the store (SQLite in the data dir, or PostgreSQL) and the
 // queue (the store's own, or Redis Streams).
-func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, error) {
+func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, error) {
 	var (
 		db      storeDB
 		desc    string
@@ -94,29 +94,29 @@ func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, e
 		blobs   core.Blobs
 	)
 	switch {
-	case s.databaseURL != "":
-		pg, err := postgres.Open(ctx, s.databaseURL, postgres.Options{Logger: log, Schema: s.databaseSchema})
+	case s.DatabaseURL != "":
+		pg, err := postgres.Open(ctx, s.DatabaseURL, postgres.Options{Logger: log, Schema: s.DatabaseSchema})
 		if err != nil {
 			return nil, fmt.Errorf("AGENTGATE_DATABASE_URL: %w", err)
 		}
 		db, desc, blobs = pg, "postgres (schema "+pg.Schema()+")", pg
 		janitor = 30 * time.Second // replicas: a safety net for runs whose job went missing
-	case s.redisURL != "":
-		return nil, &usageError{"AGENTGATE_REDIS_URL needs AGENTGATE_DATABASE_URL: the Redis queue is for replicas sharing PostgreSQL; unset it to use the embedded store"}
+	case s.RedisURL != "":
+		return nil, &UsageError{"AGENTGATE_REDIS_URL needs AGENTGATE_DATABASE_URL: the Redis queue is for replicas sharing PostgreSQL; unset it to use the embedded store"}
 	default:
-		if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
+		if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
-		unlock, err := lockDataDir(s.dataDir)
+		unlock, err := lockDataDir(s.DataDir)
 		if err != nil {
 			return nil, err
 		}
-		lite, err := sqlite.Open(ctx, filepath.Join(s.dataDir, "agentgate.db"), sqlite.Options{Logger: log, Synchronous: s.sqliteSync})
+		lite, err := sqlite.Open(ctx, filepath.Join(s.DataDir, "agentgate.db"), sqlite.Options{Logger: log, Synchronous: s.SQLiteSync})
 		if err != nil {
 			unlock()
-			return nil, fmt.Errorf("open store in %s: %w", s.dataDir, err)
+			return nil, fmt.Errorf("open store in %s: %w", s.DataDir, err)
 		}
-		if blobs, err = blobdir.Open(filepath.Join(s.dataDir, "blobs")); err != nil {
+		if blobs, err = blobdir.Open(filepath.Join(s.DataDir, "blobs")); err != nil {
 			unlock()
 			lite.Close()
 			return nil, err
@@ -124,22 +124,22 @@ func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, e
 		db, desc = lite, "sqlite "+lite.Path()
 		closeDB = func() error { defer unlock(); return lite.Close() }
 	}
-	if s.janitor > 0 {
-		janitor = s.janitor
+	if s.JanitorInterval > 0 {
+		janitor = s.JanitorInterval
 	}
 	if closeDB == nil {
 		closeDB = db.Close
 	}
 	b := &backend{db: db, queue: db, close: closeDB, desc: desc, janitor: janitor, blobs: blobs}
-	if s.redisURL == "" {
+	if s.RedisURL == "" {
 		if pg, ok := db.(*postgres.DB); ok {
 			b.hub = func(hub *core.Hub) func(context.Context) error {
-				return pghub.Bridge(s.databaseURL, pg.Schema(), hub, log)
+				return pghub.Bridge(s.DatabaseURL, pg.Schema(), hub, log)
 			}
 		}
 		return b, nil
 	}
-	opt, err := redis.ParseURL(s.redisURL)
+	opt, err := redis.ParseURL(s.RedisURL)
 	if err != nil {
 		db.Close()
 		return nil, errors.New("AGENTGATE_REDIS_URL: cannot parse it; use redis://[user:password@]host:port/db")
@@ -152,7 +152,7 @@ func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, e
 		db.Close()
 		return nil, fmt.Errorf("AGENTGATE_REDIS_URL: %s unreachable: %w", opt.Addr, err)
 	}
-	q, err := redisstream.New(client, redisstream.Options{Prefix: s.redisPrefix})
+	q, err := redisstream.New(client, redisstream.Options{Prefix: s.RedisPrefix})
 	if err != nil {
 		client.Close()
 		db.Close()
@@ -160,7 +160,7 @@ func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, e
 	}
 	// A job other than a run's that Redis lost is forwarded again after
 	// four janitor intervals (2 minutes by default).
-	r, err := relay.New(relay.Config{From: db, To: q, Consumer: "relay-" + s.nodeID, Recheck: 4 * janitor, Logger: log})
+	r, err := relay.New(relay.Config{From: db, To: q, Consumer: "relay-" + s.NodeID, Recheck: 4 * janitor, Logger: log})
 	if err != nil {
 		client.Close()
 		db.Close()
@@ -168,7 +168,7 @@ func openBackend(ctx context.Context, s settings, log *slog.Logger) (*backend, e
 	}
 	b.queue = relay.Receipts(q, db, log) // jobs other than runs stay in PostgreSQL until handled
 	b.hub = func(hub *core.Hub) func(context.Context) error {
-		return redishub.Bridge(client, cmp.Or(s.redisPrefix, "default"), hub, log)
+		return redishub.Bridge(client, cmp.Or(s.RedisPrefix, "default"), hub, log)
 	}
 	b.services = append(b.services, r.Start)
 	b.close = func() error { return errors.Join(client.Close(), db.Close()) }

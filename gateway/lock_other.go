@@ -1,6 +1,6 @@
 //go:build !unix
 
-package main
+package gateway
 
 // lockDataDir is a no-op where flock is not available: run one gateway per
 // data dir.
