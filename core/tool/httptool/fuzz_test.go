@@ -31,7 +31,8 @@ type fuzzReply struct {
 // FuzzCallResponse has the tool call an endpoint on 127.0.0.1 that answers
 // with a fuzzed status, Content-Type and body, sent with a Content-Length,
 // streamed, or cut short. Call returns the body (a 2xx, at most MaxContent
-// bytes, the body itself when it fits), a *core.ToolError "HTTP <code>: …"
+// bytes, the body itself when it fits; for a file's Content-Type, the
+// file's description), a *core.ToolError "HTTP <code>: …"
 // of at most MaxErrorBody bytes of body (any other status), or a transport
 // error that never shows the URL's query; never a panic, never past its
 // timeout.
@@ -107,6 +108,10 @@ func FuzzCallResponse(f *testing.F) {
 				t.Fatalf("HTTP %d: content of %d bytes, want 1 to %d", rep.status, len(got), httptool.MaxContent)
 			}
 			switch {
+			case httptool.IsFile(rep.ctype):
+				if !strings.HasPrefix(got, "[attached: ") {
+					t.Fatalf("a %q answer (a file) answered as content %q, want its description", rep.ctype, got)
+				}
 			case len(rep.body) == 0 || noBody:
 				if want := fmt.Sprintf(`{"status":%d}`, rep.status); got != want && !noBody {
 					t.Fatalf("empty body answered %q, want %q", got, want)

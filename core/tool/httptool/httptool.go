@@ -176,7 +176,7 @@ var _ core.FileTool = (*Tool)(nil)
 
 // CallFiles sends args as the JSON request body with the Idempotency-Key
 // header and returns the response body; a response that is not text (an
-// image, a PDF: see isFile) is returned as a file of at most MaxFileBytes,
+// image, a PDF: see IsFile) is returned as a file of at most MaxFileBytes,
 // named by its Content-Disposition. See the package documentation for which
 // errors are a *core.ToolError (shown to the model) and which are transport
 // errors (retried with the same key).
@@ -204,7 +204,7 @@ func (t *Tool) CallFiles(ctx context.Context, args json.RawMessage, idempotencyK
 	defer resp.Body.Close()
 
 	ok := resp.StatusCode >= 200 && resp.StatusCode <= 299
-	if ctype := resp.Header.Get("Content-Type"); ok && isFile(ctype) {
+	if ctype := resp.Header.Get("Content-Type"); ok && IsFile(ctype) {
 		f, err := t.readFile(ctx, resp, ctype)
 		if err != nil {
 			return "", nil, err
@@ -235,20 +235,31 @@ func (t *Tool) CallFiles(ctx context.Context, args json.RawMessage, idempotencyK
 // MaxFileBytes is the largest file a tool may return.
 const MaxFileBytes = 20 << 20
 
-// isFile reports whether a response of Content-Type ctype is a file for
-// the conversation rather than text for the model: anything but text/*,
-// JSON, XML and form data.
-func isFile(ctype string) bool {
+// IsFile reports whether a 2xx response of Content-Type ctype is a file for
+// the conversation rather than text for the model: an image, audio, video
+// or font, or an application/* type other than JSON, XML, JavaScript and
+// form data. A missing or malformed type is text.
+func IsFile(ctype string) bool {
 	mt, _, err := mime.ParseMediaType(ctype)
-	if err != nil || mt == "" {
+	if err != nil {
 		return false
 	}
-	switch {
-	case strings.HasPrefix(mt, "text/"), mt == "application/json", strings.HasSuffix(mt, "+json"),
-		mt == "application/xml", strings.HasSuffix(mt, "+xml"), mt == "application/x-www-form-urlencoded":
+	top, sub, ok := strings.Cut(mt, "/")
+	if !ok || sub == "" {
 		return false
 	}
-	return true
+	switch top {
+	case "image", "audio", "video", "font":
+		return true
+	case "application":
+		switch {
+		case sub == "json", strings.HasSuffix(sub, "+json"), sub == "xml", strings.HasSuffix(sub, "+xml"),
+			sub == "javascript", sub == "x-www-form-urlencoded", sub == "x-ndjson":
+			return false
+		}
+		return true
+	}
+	return false
 }
 
 // readFile reads a file response, refusing one over MaxFileBytes.
