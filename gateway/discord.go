@@ -18,8 +18,7 @@ const leaseDiscordGateway = "discord-gateway"
 
 // discordWiring is the Discord interface, when configured.
 type discordWiring struct {
-	replier  *discord.Replier
-	notifier *discord.Notifier // approval cards and routine results
+	notifier *discord.Notifier // answers, approval cards and routine results
 	// handler is built once the engine exists; it serves
 	// /discord/interactions and the Gateway's dispatches.
 	newHandler func(eng *core.Engine, aps discord.Decider, rt discord.RoutineRunner, blobs core.Blobs) (*discord.Handler, error)
@@ -56,16 +55,12 @@ func newDiscord(ctx context.Context, cfg *config.Config, db storeDB, nodeID stri
 	} else if err := client.RegisterCommands(ctx, appID, discord.Commands()); err != nil {
 		return nil, fmt.Errorf("discord: register /agentgate for application %s (DISCORD_APPLICATION_ID): %w", appID, err)
 	}
-	rep, err := discord.NewReplier(discord.ReplierConfig{Store: db, Client: client, Clock: clock, Logger: log})
-	if err != nil {
-		return nil, err
-	}
 	notifier, err := discord.NewNotifier(discord.NotifierConfig{Store: db, Client: client, Clock: clock, Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	log.Info("discord enabled", "bot_user", me.ID, "interactions_over_http", pub != "")
-	return &discordWiring{replier: rep, notifier: notifier, newHandler: func(eng *core.Engine, aps discord.Decider, rt discord.RoutineRunner, blobs core.Blobs) (*discord.Handler, error) {
+	return &discordWiring{notifier: notifier, newHandler: func(eng *core.Engine, aps discord.Decider, rt discord.RoutineRunner, blobs core.Blobs) (*discord.Handler, error) {
 		return discord.NewHandler(discord.HandlerConfig{
 			Blobs:     blobs,
 			PublicKey: pub, ApplicationID: appID, BotUserID: me.ID, Client: client, Engine: eng, Sessions: db,

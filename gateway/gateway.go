@@ -223,13 +223,13 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 	}
 	platforms := map[string]ichat.Platform{} // who answers a chat run, by the run's platform
 	if sw != nil {
-		platforms[ichat.PlatformSlack] = sw.replier
+		platforms[ichat.PlatformSlack] = sw.notifier
 	}
 	if tw != nil {
 		platforms[ichat.PlatformTelegram] = tw.notifier
 	}
 	if dw != nil {
-		platforms[ichat.PlatformDiscord] = dw.replier
+		platforms[ichat.PlatformDiscord] = dw.notifier
 	}
 	replies, err := ichat.NewReplies(ichat.RepliesConfig{Store: db, Platforms: platforms, Blobs: b.blobs, Clock: clock, Logger: log})
 	if err != nil {

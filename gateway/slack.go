@@ -13,10 +13,9 @@ import (
 )
 
 // slackWiring is the Slack interface, when configured: the events handler
-// and the replier whose finish hook and job handler the engine runs.
+// and the notifier.
 type slackWiring struct {
-	replier *slack.Replier
-	// notifier posts approval cards and routine results.
+	// notifier posts answers, approval cards and routine results.
 	notifier *slack.Notifier
 	// handler is built once the engine exists (it submits runs to it); its
 	// Start runs the inbox writer and processor.
@@ -53,16 +52,12 @@ func newSlack(ctx context.Context, cfg *config.Config, db storeDB, nodeID string
 	if err != nil {
 		return nil, fmt.Errorf("slack: check the bot token: %w", err)
 	}
-	rep, err := slack.NewReplier(slack.ReplierConfig{Store: db, Client: client, Clock: clock, Logger: log})
-	if err != nil {
-		return nil, err
-	}
 	notifier, err := slack.NewNotifier(slack.NotifierConfig{Store: db, Client: client, Clock: clock, Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	log.Info("slack enabled", "team", who.TeamID, "bot_user", who.UserID, "socket_mode", appToken != "")
-	sw := &slackWiring{replier: rep, notifier: notifier, newHandler: func(eng *core.Engine, aps slack.Decider, rt slack.RoutineRunner, blobs core.Blobs) (*slack.Handler, error) {
+	sw := &slackWiring{notifier: notifier, newHandler: func(eng *core.Engine, aps slack.Decider, rt slack.RoutineRunner, blobs core.Blobs) (*slack.Handler, error) {
 		return slack.NewHandler(slack.HandlerConfig{
 			Blobs:         blobs,
 			Interact:      slack.InteractConfig{Approvals: aps, Store: db, Client: client, Routines: rt, Command: sc.CommandName()},

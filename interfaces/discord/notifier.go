@@ -23,8 +23,9 @@ type NotifierConfig struct {
 	Logger *slog.Logger
 }
 
-// Notifier posts what the engine has to say in Discord outside a run's
-// answer: routine results (routine.ChatDeliverer) and approval cards
+// Notifier posts what the engine has to say in Discord: runs' answers, live
+// while they are written and split at 2,000 characters (chat.Platform),
+// routine results (routine.ChatDeliverer) and approval cards
 // (chat.ApprovalRenderer), a message with Approve and Deny buttons in the
 // run's thread while pending, edited to the outcome — whoever decided,
 // through whatever channel, or the expiry — with the buttons removed. The

@@ -21,26 +21,26 @@ const thinkingNote = "_Thinking…_"
 
 // liveMsg is a live message in a Discord channel or thread.
 type liveMsg struct {
-	r       *Replier
+	n       *Notifier
 	channel string
 	id      string
 }
 
 // StartLive implements chat.Platform.
-func (r *Replier) StartLive(ctx context.Context, _ core.Run, b core.Binding, text string) (chat.LiveMessage, string, error) {
-	id, err := r.cfg.Client.Post(ctx, b.Channel, Message{Content: liveText(text, "")})
+func (n *Notifier) StartLive(ctx context.Context, _ core.Run, b core.Binding, text string) (chat.LiveMessage, string, error) {
+	id, err := n.cfg.Client.Post(ctx, b.Channel, Message{Content: liveText(text, "")})
 	if err != nil {
 		return nil, "", err
 	}
-	return &liveMsg{r: r, channel: b.Channel, id: id}, id, nil
+	return &liveMsg{n: n, channel: b.Channel, id: id}, id, nil
 }
 
 // ResumeLive implements chat.Platform.
-func (r *Replier) ResumeLive(_ context.Context, b core.Binding, ref string) chat.LiveMessage {
+func (n *Notifier) ResumeLive(_ context.Context, b core.Binding, ref string) chat.LiveMessage {
 	if ref == "" {
 		return nil
 	}
-	return &liveMsg{r: r, channel: b.Channel, id: ref}
+	return &liveMsg{n: n, channel: b.Channel, id: ref}
 }
 
 // typingLasts is how often the typing indicator is shown again: Discord
@@ -48,21 +48,21 @@ func (r *Replier) ResumeLive(_ context.Context, b core.Binding, ref string) chat
 const typingLasts = 8 * time.Second
 
 // Typing implements chat.Typer.
-func (r *Replier) Typing(ctx context.Context, _ core.Run, b core.Binding) (time.Duration, error) {
-	return typingLasts, r.cfg.Client.Typing(ctx, b.Channel)
+func (n *Notifier) Typing(ctx context.Context, _ core.Run, b core.Binding) (time.Duration, error) {
+	return typingLasts, n.cfg.Client.Typing(ctx, b.Channel)
 }
 
 // MaybePosted implements chat.Platform.
-func (r *Replier) MaybePosted(err error) bool { return errors.Is(err, ErrMaybePosted) }
+func (n *Notifier) MaybePosted(err error) bool { return errors.Is(err, ErrMaybePosted) }
 
 // Show implements chat.LiveMessage.
 func (m *liveMsg) Show(ctx context.Context, text string) error {
-	return m.r.cfg.Client.Edit(ctx, m.channel, m.id, Message{Content: liveText(text, "")})
+	return m.n.cfg.Client.Edit(ctx, m.channel, m.id, Message{Content: liveText(text, "")})
 }
 
 // End implements chat.LiveMessage.
 func (m *liveMsg) End(ctx context.Context, text, note string) error {
-	return m.r.cfg.Client.Edit(ctx, m.channel, m.id, Message{Content: liveText(text, note)})
+	return m.n.cfg.Client.Edit(ctx, m.channel, m.id, Message{Content: liveText(text, note)})
 }
 
 // liveText is what a live message shows of text: the start of it within

@@ -69,7 +69,7 @@ type HandlerConfig struct {
 // Handler serves POST /slack/events: it verifies the request, stores a
 // message for the bot in the durable inbox (which dedupes Slack's retries and
 // the app_mention + message pair of one post) and acknowledges at once; its
-// inbox processor (Start) turns the message into a run, and the Replier
+// inbox processor (Start) turns the message into a run, and the Notifier
 // posts the answer.
 type Handler struct {
 	cfg   HandlerConfig

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentgate/agentgate/core"
@@ -29,8 +30,9 @@ type NotifierConfig struct {
 	Location *time.Location
 }
 
-// Notifier posts what the engine has to say in Slack outside a run's answer:
-// routine results (routine.ChatDeliverer) and approval cards
+// Notifier posts what the engine has to say in Slack: runs' answers, live
+// while they are written (chat.Platform), routine results
+// (routine.ChatDeliverer) and approval cards
 // (chat.ApprovalRenderer): a Block Kit card with Approve and Deny buttons in
 // the run's thread while pending, edited to the outcome — whoever decided,
 // through whatever channel, or the expiry or cancellation — with the buttons
@@ -38,7 +40,15 @@ type NotifierConfig struct {
 type Notifier struct {
 	cfg NotifierConfig
 	sender
+	streamRefused sync.Map // channel → true: Slack refused chat.startStream there
+	statusRefused sync.Map // channel → true: Slack refused assistant.threads.setStatus there
 }
+
+var (
+	_ chat.Platform         = (*Notifier)(nil)
+	_ chat.Typer            = (*Notifier)(nil)
+	_ chat.ApprovalRenderer = (*Notifier)(nil)
+)
 
 // NewNotifier checks cfg and returns the renderer.
 func NewNotifier(cfg NotifierConfig) (*Notifier, error) {

@@ -35,7 +35,7 @@ func thinkingBlocks() []slackapi.Block {
 // LiveKey implements chat.Platform. Segment n is the run after its n-th
 // pause for an approval: each segment shows in a message of its own, so the
 // answer that follows an approval comes after its card.
-func (r *Replier) LiveKey(runID string, segment int) string {
+func (c *Notifier) LiveKey(runID string, segment int) string {
 	key := "slack:reply:" + runID + ":stream"
 	if segment > 0 {
 		key += ":" + strconv.Itoa(segment)
@@ -68,8 +68,8 @@ func parseLiveRef(s string) (liveRef, bool) {
 // finalize makes the live message m the first message of the answer. Unlike
 // a post, an edit is made again when an earlier attempt's outcome is
 // unknown: it cannot double anything.
-func (r *Replier) finalize(ctx context.Context, key string, b core.Binding, m liveRef, text string, blocks []slackapi.Block) error {
-	claimed, state, err := r.cfg.Store.ClaimSend(ctx, key, r.now())
+func (c *Notifier) finalize(ctx context.Context, key string, b core.Binding, m liveRef, text string, blocks []slackapi.Block) error {
+	claimed, state, err := c.cfg.Store.ClaimSend(ctx, key, c.now())
 	if err != nil {
 		return err
 	}
@@ -79,23 +79,23 @@ func (r *Replier) finalize(ctx context.Context, key string, b core.Binding, m li
 	if m.stream {
 		// Slack refuses to stop a stream that ended already (an earlier
 		// attempt, a pause, its own timeout): nothing to do then.
-		if err := r.cfg.Client.StopStream(ctx, b.Channel, m.ts, "", nil); err != nil && ctx.Err() != nil {
+		if err := c.cfg.Client.StopStream(ctx, b.Channel, m.ts, "", nil); err != nil && ctx.Err() != nil {
 			return err
 		}
 	}
-	err = r.cfg.Client.Update(ctx, b.Channel, m.ts, text, blocks)
+	err = c.cfg.Client.Update(ctx, b.Channel, m.ts, text, blocks)
 	if refusedWith(err, "message_not_found", "cant_update_message") {
-		r.log.Warn("slack live reply cannot be edited; posting the answer anew", "run_key", key, "err", err)
-		if err := r.cfg.Store.SetSendState(ctx, key, core.SendFailed, "", r.now()); err != nil {
+		c.log.Warn("slack live reply cannot be edited; posting the answer anew", "run_key", key, "err", err)
+		if err := c.cfg.Store.SetSendState(ctx, key, core.SendFailed, "", c.now()); err != nil {
 			return err
 		}
-		_, err = r.postOnce(ctx, key, b.Channel, b.Thread, text, blocks)
+		_, err = c.postOnce(ctx, key, b.Channel, b.Thread, text, blocks)
 		return err
 	}
 	if err != nil { // the edit can be made again: leave the key claimable
-		return errors.Join(err, r.cfg.Store.SetSendState(ctx, key, core.SendFailed, "", r.now()))
+		return errors.Join(err, c.cfg.Store.SetSendState(ctx, key, core.SendFailed, "", c.now()))
 	}
-	return r.cfg.Store.SetSendState(ctx, key, core.SendSent, m.ts, r.now())
+	return c.cfg.Store.SetSendState(ctx, key, core.SendSent, m.ts, c.now())
 }
 
 // refusedWith reports whether err is a refusal from Slack with one of codes.
@@ -113,11 +113,11 @@ func refusedWith(err error, codes ...string) bool {
 }
 
 // MaybePosted implements chat.Platform.
-func (r *Replier) MaybePosted(err error) bool { return errors.Is(err, ErrMaybePosted) }
+func (c *Notifier) MaybePosted(err error) bool { return errors.Is(err, ErrMaybePosted) }
 
 // liveMsg is a live message in a Slack thread.
 type liveMsg struct {
-	r    *Replier
+	c    *Notifier
 	b    core.Binding
 	ref  liveRef
 	edit bool // replace the text with chat.update (a posted message, or a stream taken over)
@@ -125,28 +125,28 @@ type liveMsg struct {
 }
 
 // ResumeLive implements chat.Platform: the message is edited from now on.
-func (r *Replier) ResumeLive(ctx context.Context, b core.Binding, ref string) chat.LiveMessage {
+func (c *Notifier) ResumeLive(ctx context.Context, b core.Binding, ref string) chat.LiveMessage {
 	lr, ok := parseLiveRef(ref)
 	if !ok {
 		return nil
 	}
 	if lr.stream {
-		_ = r.cfg.Client.StopStream(ctx, b.Channel, lr.ts, "", nil) // refused when it ended already
+		_ = c.cfg.Client.StopStream(ctx, b.Channel, lr.ts, "", nil) // refused when it ended already
 	}
-	return &liveMsg{r: r, b: b, ref: lr, edit: true}
+	return &liveMsg{c: c, b: b, ref: lr, edit: true}
 }
 
 // StartLive implements chat.Platform: a stream in the thread, or a posted
 // message when Slack refuses to stream there.
-func (r *Replier) StartLive(ctx context.Context, run core.Run, b core.Binding, text string) (chat.LiveMessage, string, error) {
-	m, err := r.startStream(ctx, run, b, text)
+func (c *Notifier) StartLive(ctx context.Context, run core.Run, b core.Binding, text string) (chat.LiveMessage, string, error) {
+	m, err := c.startStream(ctx, run, b, text)
 	if m == nil && err == nil {
-		m = &liveMsg{r: r, b: b, edit: true}
+		m = &liveMsg{c: c, b: b, edit: true}
 		body, blocks := thinkingNote, thinkingBlocks()
 		if text != "" {
 			body, blocks = firstMessage(text)
 		}
-		m.ref.ts, err = r.cfg.Client.Post(ctx, b.Channel, b.Thread, body, blocks)
+		m.ref.ts, err = c.cfg.Client.Post(ctx, b.Channel, b.Thread, body, blocks)
 	}
 	if err != nil {
 		return nil, "", err
@@ -158,38 +158,38 @@ func (r *Replier) StartLive(ctx context.Context, run core.Run, b core.Binding, t
 // when Slack refuses to stream there (the app is not an AI app, the method
 // is unknown, the conversation does not allow it). A refusal is remembered
 // for the channel until the process restarts.
-func (r *Replier) startStream(ctx context.Context, run core.Run, b core.Binding, text string) (*liveMsg, error) {
-	if b.Thread == "" || r.noStream(b.Channel) {
+func (c *Notifier) startStream(ctx context.Context, run core.Run, b core.Binding, text string) (*liveMsg, error) {
+	if b.Thread == "" || c.noStream(b.Channel) {
 		return nil, nil
 	}
 	first := text[:prefixWithin(text, maxStreamText)]
-	ts, err := r.cfg.Client.StartStream(ctx, StreamTarget{
+	ts, err := c.cfg.Client.StartStream(ctx, StreamTarget{
 		Channel: b.Channel, ThreadTS: b.Thread, RecipientUserID: run.UserID, RecipientTeamID: b.Workspace,
 	}, first)
 	var apiErr *APIError
 	if errors.As(err, &apiErr) {
-		r.log.Info("slack refused to stream; posting and editing instead", "channel", b.Channel, "err", err)
-		r.streamRefused.Store(b.Channel, true)
+		c.log.Info("slack refused to stream; posting and editing instead", "channel", b.Channel, "err", err)
+		c.streamRefused.Store(b.Channel, true)
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &liveMsg{r: r, b: b, ref: liveRef{ts: ts, stream: true}, sent: len(first)}, nil
+	return &liveMsg{c: c, b: b, ref: liveRef{ts: ts, stream: true}, sent: len(first)}, nil
 }
 
 // Show implements chat.LiveMessage with one call.
 func (m *liveMsg) Show(ctx context.Context, text string) error {
 	if m.edit {
 		body, blocks := firstMessage(text)
-		return m.r.cfg.Client.Update(ctx, m.b.Channel, m.ref.ts, body, blocks)
+		return m.c.cfg.Client.Update(ctx, m.b.Channel, m.ref.ts, body, blocks)
 	}
 	rest := text[m.sent:]
 	if rest == "" {
 		return nil
 	}
 	piece := rest[:prefixWithin(rest, maxStreamText)]
-	if err := m.r.cfg.Client.AppendStream(ctx, m.b.Channel, m.ref.ts, piece); err != nil {
+	if err := m.c.cfg.Client.AppendStream(ctx, m.b.Channel, m.ref.ts, piece); err != nil {
 		return err
 	}
 	m.sent += len(piece)
@@ -202,17 +202,17 @@ func (m *liveMsg) End(ctx context.Context, text, note string) error {
 	full := chat.JoinNote(text, note)
 	if m.edit {
 		body, blocks := firstMessage(full)
-		return m.r.cfg.Client.Update(ctx, m.b.Channel, m.ref.ts, body, blocks)
+		return m.c.cfg.Client.Update(ctx, m.b.Channel, m.ref.ts, body, blocks)
 	}
 	rest := full[m.sent:]
 	for textLen(rest) > maxStreamText {
 		piece := rest[:prefixWithin(rest, maxStreamText)]
-		if err := m.r.cfg.Client.AppendStream(ctx, m.b.Channel, m.ref.ts, piece); err != nil {
+		if err := m.c.cfg.Client.AppendStream(ctx, m.b.Channel, m.ref.ts, piece); err != nil {
 			return err
 		}
 		rest = rest[len(piece):]
 	}
-	return m.r.cfg.Client.StopStream(ctx, m.b.Channel, m.ref.ts, rest, nil)
+	return m.c.cfg.Client.StopStream(ctx, m.b.Channel, m.ref.ts, rest, nil)
 }
 
 // firstMessage renders Markdown as the first Slack message of an answer:
@@ -232,22 +232,22 @@ const thinkingStatus = "is thinking…"
 // shows until the app replies in the thread. Where Slack refuses it (not an
 // AI app's thread), it is not asked again in the channel until the process
 // restarts.
-func (r *Replier) Typing(ctx context.Context, _ core.Run, b core.Binding) (time.Duration, error) {
+func (c *Notifier) Typing(ctx context.Context, _ core.Run, b core.Binding) (time.Duration, error) {
 	if b.Thread == "" {
 		return 0, nil
 	}
-	if _, refused := r.statusRefused.Load(b.Channel); refused {
+	if _, refused := c.statusRefused.Load(b.Channel); refused {
 		return 0, nil
 	}
-	err := r.cfg.Client.SetStatus(ctx, b.Channel, b.Thread, thinkingStatus)
+	err := c.cfg.Client.SetStatus(ctx, b.Channel, b.Thread, thinkingStatus)
 	if _, refused := errors.AsType[*APIError](err); refused {
-		r.statusRefused.Store(b.Channel, true)
+		c.statusRefused.Store(b.Channel, true)
 	}
 	return 0, err
 }
 
 // noStream reports whether Slack refused to stream in channel before.
-func (r *Replier) noStream(channel string) bool {
-	_, ok := r.streamRefused.Load(channel)
+func (c *Notifier) noStream(channel string) bool {
+	_, ok := c.streamRefused.Load(channel)
 	return ok
 }

@@ -58,7 +58,7 @@ func newLiveBench(t *testing.T) *liveBench {
 func (b *liveBench) replier() *node {
 	b.t.Helper()
 	client, _ := newTestClient(b.t, b.fake, ClientConfig{})
-	r, err := NewReplier(ReplierConfig{Store: b.store, Client: client})
+	r, err := NewNotifier(NotifierConfig{Store: b.store, Client: client})
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func (b *liveBench) replier() *node {
 // node is one node of the gateway: the reply pipeline with Slack's replier.
 type node struct {
 	*chat.Replies
-	slack *Replier
+	slack *Notifier
 }
 
 // run creates a chat run in the Slack thread of the bench.
