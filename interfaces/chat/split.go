@@ -1,0 +1,114 @@
+package chat
+
+import (
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// Split cuts text (Markdown) into parts of at most max units, a rune
+// counting width(r) (a platform's own measure of a message's length), at
+// the last line break of a part when there is one in its second half, else
+// at the last space there, else anywhere between two characters. A fenced
+// code block open at a cut is closed at the end of its part and opened
+// again, with its language, at the start of the next, so each part renders
+// on its own. Empty parts are dropped.
+func Split(text string, max int, width func(rune) int) []string {
+	var parts []string
+	for text != "" {
+		cut, reopen := cutAt(text, max, width)
+		p, rest := strings.TrimRight(text[:cut], " \n"), text[cut:]
+		if reopen != "" {
+			p += fenceClose
+			if line, after, _ := strings.Cut(rest, "\n"); strings.HasPrefix(strings.TrimSpace(line), "```") {
+				rest = after // the block ends there: closed already
+			} else {
+				rest = reopen + rest
+			}
+		}
+		if p != "" {
+			parts = append(parts, p)
+		}
+		text = rest
+	}
+	return parts
+}
+
+// cutAt is where Split cuts text for a part of at most max units and,
+// when the part ends inside a fenced code block, the fence that opens the
+// block again in the next part (the part then has room to close it).
+func cutAt(text string, max int, width func(rune) int) (cut int, reopen string) {
+	cut = splitPoint(text, max, width)
+	if cut == len(text) {
+		return cut, ""
+	}
+	if _, _, open := openFence(text[:cut]); !open {
+		return cut, ""
+	}
+	short := splitPoint(text, max-len(fenceClose), width)
+	start, lang, open := openFence(text[:short])
+	switch {
+	case !open:
+		return short, ""
+	case len(fenceOpen(lang))+len(fenceClose) > max/2:
+		return cut, "" // no room to close and reopen it (a tiny max)
+	case start > 0 && !strings.Contains(strings.TrimRight(text[start:short], " \n"), "\n"):
+		return start, "" // nothing of the block yet: it starts the next part
+	}
+	return short, fenceOpen(lang)
+}
+
+// fenceClose closes a fenced code block at the end of a part.
+const fenceClose = "\n```"
+
+// fenceOpen opens a fenced code block of lang.
+func fenceOpen(lang string) string { return "```" + lang + "\n" }
+
+// openFence reports whether s ends inside a fenced code block, as Markdown
+// reads fences (a line starting with ``` opens one, the next such line
+// closes it), and where that block's opening line starts and its language.
+func openFence(s string) (start int, lang string, open bool) {
+	for i := 0; i < len(s); {
+		line, _, _ := strings.Cut(s[i:], "\n")
+		if t := strings.TrimSpace(line); strings.HasPrefix(t, "```") {
+			if open = !open; open {
+				start, lang = i, fenceLang.FindString(strings.TrimPrefix(t, "```"))
+			}
+		}
+		i += len(line) + 1
+	}
+	return start, lang, open
+}
+
+// splitPoint is where Split cuts text for a part of at most max units:
+// len(text) when all of it fits.
+func splitPoint(text string, max int, width func(rune) int) int {
+	cut, units, lastNL, lastSP := len(text), 0, -1, -1
+	for i, r := range text {
+		n := width(r)
+		if units+n > max {
+			cut = i
+			break
+		}
+		units += n
+		switch {
+		case r == '\n' && units > max/2:
+			lastNL = i
+		case r == ' ' && units > max/2:
+			lastSP = i
+		}
+	}
+	switch {
+	case cut == len(text):
+	case lastNL > 0:
+		cut = lastNL + 1
+	case lastSP > 0:
+		cut = lastSP + 1
+	case cut == 0: // a character wider than max: it goes alone
+		_, cut = utf8.DecodeRuneInString(text)
+	}
+	return cut
+}
+
+// fenceLang is the language word after a fence's backticks.
+var fenceLang = regexp.MustCompile(`^[A-Za-z0-9_+-]*`)
