@@ -29,6 +29,15 @@ type Fetcher interface {
 	Fetch(ctx context.Context, f InFile, max int64) ([]byte, error)
 }
 
+// FetchRef is a Fetcher that downloads a file by its Ref (a platform
+// client's Download).
+type FetchRef func(ctx context.Context, ref string, max int64) ([]byte, error)
+
+// Fetch implements Fetcher.
+func (fn FetchRef) Fetch(ctx context.Context, f InFile, max int64) ([]byte, error) {
+	return fn(ctx, f.Ref, max)
+}
+
 // DefaultMaxFileBytes is the largest attachment stored when an adapter is
 // not told otherwise: 20 MB, the most the Telegram Bot API lets a bot
 // download.
@@ -109,17 +118,22 @@ func sniff(declared string, data []byte) string {
 	return declared
 }
 
-// Start submits the run of inbound message in for agent in session sid,
-// answering in conversation b, with its stored attachments, deduped by key.
-// Its error is an InboxHandler's (SubmitOutcome).
-func Start(ctx context.Context, eng Submitter, agent, sid, key string, in Inbound, b core.Binding, files []core.Attachment) (core.Run, error) {
+// Start stores the attachments of inbound message in (files) and submits
+// its run for agent in session sid, answering in conversation b, deduped
+// by key. Its error is an InboxHandler's (SubmitOutcome).
+func Start(ctx context.Context, eng Submitter, files Files, agent, sid, key string, in Inbound, b core.Binding) error {
+	attached, err := files.Attach(ctx, in.Files)
+	if err != nil {
+		return err
+	}
 	b.Platform = in.Platform
 	run, err := eng.Submit(ctx, core.SubmitRequest{
 		AgentID: agent, Input: in.Text, SessionID: sid, UserID: in.UserID, StartedBy: Author(in), Type: core.RunTypeChat,
-		Binding: b, Platform: in.Platform, DedupeKey: key, Attachments: files,
+		Binding: b, Platform: in.Platform, DedupeKey: key, Attachments: attached,
 	})
 	if err != nil {
-		return run, SubmitOutcome(err)
+		return SubmitOutcome(err)
 	}
-	return run, nil
+	files.log().Info(in.Platform+" message accepted", "run", run.ID, "session", sid, "agent", agent)
+	return nil
 }

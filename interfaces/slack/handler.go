@@ -225,32 +225,16 @@ func (h *Handler) start(ctx context.Context, key string, in chat.Inbound) error 
 			return err
 		}
 	}
-	files, err := h.files().Attach(ctx, in.Files)
-	if err != nil {
-		return err
-	}
-	run, err := chat.Start(ctx, h.cfg.Engine, agent, sid, key, in, core.Binding{Workspace: in.Workspace, Channel: in.Channel, Thread: in.Thread}, files)
-	if err != nil {
-		return err
-	}
-	h.log.Info("slack message accepted", "run", run.ID, "session", sid, "agent", agent)
-	return nil
+	return chat.Start(ctx, h.cfg.Engine, h.files(), agent, sid, key, in, core.Binding{Workspace: in.Workspace, Channel: in.Channel, Thread: in.Thread})
 }
 
 // files fetches shared files with the bot's token.
 func (h *Handler) files() chat.Files {
 	f := chat.Files{Blobs: h.cfg.Blobs, Max: h.cfg.MaxFileBytes, Logger: h.log}
 	if c := h.cfg.Interact.Client; c != nil {
-		f.Fetcher = fetcher{c}
+		f.Fetcher = chat.FetchRef(c.Download)
 	}
 	return f
-}
-
-// fetcher downloads a file share (url_private_download) with the bot token.
-type fetcher struct{ c *Client }
-
-func (f fetcher) Fetch(ctx context.Context, in chat.InFile, max int64) ([]byte, error) {
-	return f.c.Download(ctx, in.Ref, max)
 }
 
 // SessionID is the session of a Slack message (chat.SessionID).

@@ -178,23 +178,8 @@ func (h *Handler) start(ctx context.Context, key string, in chat.Inbound) error 
 	if err != nil {
 		return err
 	}
-	files, err := chat.Files{Blobs: h.cfg.Blobs, Fetcher: fetcher{h.cfg.Client}, Max: h.cfg.MaxFileBytes, Logger: h.log}.Attach(ctx, in.Files)
-	if err != nil {
-		return err
-	}
-	run, err := chat.Start(ctx, h.cfg.Engine, agent, sid, key, in, core.Binding{Channel: in.Channel, Thread: in.Thread}, files)
-	if err != nil {
-		return err
-	}
-	h.log.Info("telegram message accepted", "run", run.ID, "session", sid, "agent", agent)
-	return nil
-}
-
-// fetcher downloads a photo or document by its file_id (getFile).
-type fetcher struct{ c *Client }
-
-func (f fetcher) Fetch(ctx context.Context, in chat.InFile, max int64) ([]byte, error) {
-	return f.c.Download(ctx, in.Ref, max)
+	files := chat.Files{Blobs: h.cfg.Blobs, Fetcher: chat.FetchRef(h.cfg.Client.Download), Max: h.cfg.MaxFileBytes, Logger: h.log}
+	return chat.Start(ctx, h.cfg.Engine, files, agent, sid, key, in, core.Binding{Channel: in.Channel, Thread: in.Thread})
 }
 
 // SessionID is the session of a Telegram message: one per private chat,
