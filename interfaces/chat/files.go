@@ -41,7 +41,7 @@ func (fn FetchRef) Fetch(ctx context.Context, f InFile, max int64) ([]byte, erro
 // DefaultMaxFileBytes is the largest attachment stored when an adapter is
 // not told otherwise: 20 MB, the most the Telegram Bot API lets a bot
 // download.
-const DefaultMaxFileBytes = 20 << 20
+const DefaultMaxFileBytes = 20_000_000
 
 // Files fetches the attachments of inbound messages and stores their bytes
 // (core.Blobs) for the agent.
@@ -50,6 +50,9 @@ type Files struct {
 	Fetcher Fetcher
 	Max     int64 // default DefaultMaxFileBytes
 	Logger  *slog.Logger
+	// TooLarge, when set, tells the person who sent files over Max that
+	// they were not kept (text in plain words); best effort.
+	TooLarge func(ctx context.Context, text string)
 }
 
 // Attach fetches and stores files, in order. A file that is too large or
@@ -62,13 +65,21 @@ func (f Files) Attach(ctx context.Context, files []InFile) ([]core.Attachment, e
 		limit = DefaultMaxFileBytes
 	}
 	var out []core.Attachment
+	var large []string
+	defer func() {
+		if len(large) > 0 && f.TooLarge != nil {
+			f.TooLarge(ctx, fmt.Sprintf("%s: the agent takes files up to %s. It was told the file was not kept.",
+				strings.Join(large, ", "), core.ByteSize(limit)))
+		}
+	}()
 	for _, in := range files {
 		a := core.Attachment{Name: fileName(in), MIME: in.MIME, Size: in.Size}
 		switch {
-		case f.Blobs == nil || f.Fetcher == nil:
-			a.Note = "not stored: this gateway keeps no attachments"
 		case in.Size > limit:
 			a.Note = fmt.Sprintf("not stored: larger than the %s limit", core.ByteSize(limit))
+			large = append(large, fmt.Sprintf("%s is %s", a.Name, core.ByteSize(in.Size)))
+		case f.Blobs == nil || f.Fetcher == nil:
+			a.Note = "not stored: this gateway keeps no attachments"
 		default:
 			data, err := f.Fetcher.Fetch(ctx, in, limit)
 			if err != nil {

@@ -239,7 +239,12 @@ func (h *Handler) start(ctx context.Context, key string, e inboxEntry) error {
 			return err
 		}
 	}
-	files := chat.Files{Blobs: h.cfg.Blobs, Fetcher: chat.FetchRef(h.cfg.Client.Download), Max: h.cfg.MaxFileBytes, Logger: h.log}
+	files := chat.Files{Blobs: h.cfg.Blobs, Fetcher: chat.FetchRef(h.cfg.Client.Download), Max: h.cfg.MaxFileBytes, Logger: h.log,
+		TooLarge: func(ctx context.Context, text string) {
+			if _, err := h.cfg.Client.Post(ctx, in.Channel, Message{Content: escape(text)}); err != nil {
+				h.log.Warn("discord: telling of a file too large", "channel", in.Channel, "err", err)
+			}
+		}}
 	return chat.Start(ctx, h.cfg.Engine, files, agent, sid, key, in, core.Binding{Workspace: in.Workspace, Channel: in.Channel})
 }
 

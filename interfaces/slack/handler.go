@@ -225,12 +225,14 @@ func (h *Handler) start(ctx context.Context, key string, in chat.Inbound) error 
 			return err
 		}
 	}
-	return chat.Start(ctx, h.cfg.Engine, h.files(), agent, sid, key, in, core.Binding{Workspace: in.Workspace, Channel: in.Channel, Thread: in.Thread})
+	return chat.Start(ctx, h.cfg.Engine, h.files(in), agent, sid, key, in, core.Binding{Workspace: in.Workspace, Channel: in.Channel, Thread: in.Thread})
 }
 
-// files fetches shared files with the bot's token.
-func (h *Handler) files() chat.Files {
-	f := chat.Files{Blobs: h.cfg.Blobs, Max: h.cfg.MaxFileBytes, Logger: h.log}
+// files fetches the files shared with in with the bot's token; the sharer
+// alone is told of one too large.
+func (h *Handler) files(in chat.Inbound) chat.Files {
+	f := chat.Files{Blobs: h.cfg.Blobs, Max: h.cfg.MaxFileBytes, Logger: h.log,
+		TooLarge: func(_ context.Context, text string) { h.tell(in.Channel, in.Thread, in.UserID, escapeMrkdwn(text)) }}
 	if c := h.cfg.Interact.Client; c != nil {
 		f.Fetcher = chat.FetchRef(c.Download)
 	}

@@ -178,7 +178,12 @@ func (h *Handler) start(ctx context.Context, key string, in chat.Inbound) error 
 	if err != nil {
 		return err
 	}
-	files := chat.Files{Blobs: h.cfg.Blobs, Fetcher: chat.FetchRef(h.cfg.Client.Download), Max: h.cfg.MaxFileBytes, Logger: h.log}
+	files := chat.Files{Blobs: h.cfg.Blobs, Fetcher: chat.FetchRef(h.cfg.Client.Download), Max: h.cfg.MaxFileBytes, Logger: h.log,
+		TooLarge: func(ctx context.Context, text string) {
+			if err := h.tell(ctx, "telegram:"+key+":too-large", in.Channel, in.Thread, Escape(text)); err != nil {
+				h.log.Warn("telegram: telling of a file too large", "chat", in.Channel, "err", err)
+			}
+		}}
 	return chat.Start(ctx, h.cfg.Engine, files, agent, sid, key, in, core.Binding{Channel: in.Channel, Thread: in.Thread})
 }
 

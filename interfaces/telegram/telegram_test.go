@@ -258,6 +258,27 @@ func TestWebhookSecretDedupeAndReply(t *testing.T) {
 	}
 }
 
+// TestFileTooLarge: a document over the limit is not fetched; the sender
+// is told in the chat, and the agent is told it was not kept.
+func TestFileTooLarge(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	body := strings.Replace(string(payload(t, "private_message.json")), `"text": "hello"`, `"caption": "what is in it?",
+    "document": {"file_id": "BQACAgIAAxkBAAIBZ2dump", "file_unique_id": "AgADdump", "file_name": "dump.zip",
+      "mime_type": "application/zip", "file_size": 31457280}`, 1)
+	if code := e.post(t, secret, []byte(body)); code != http.StatusOK {
+		t.Fatalf("got %d", code)
+	}
+	waitFor(t, e.fake, "the notice and the answer", func() bool { return len(messagesIn(e.fake, anaID)) == 2 })
+	got := messagesIn(e.fake, anaID)
+	if want := telegram.Escape("dump.zip is 31.5 MB: the agent takes files up to 20.0 MB."); !strings.HasPrefix(got[0].Text, want) {
+		t.Errorf("notice = %q, want it to start %q", got[0].Text, want)
+	}
+	if !strings.Contains(got[1].Text, telegram.Escape("[attached: dump.zip (application/zip, 31.5 MB): not stored: larger than the 20.0 MB limit]")) {
+		t.Errorf("answer = %q, want the agent told of the file it could not see", got[1].Text)
+	}
+}
+
 func TestGroupsAndTopics(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, telegram.GroupMentionOrReply)

@@ -233,7 +233,7 @@ func (t *Tool) CallFiles(ctx context.Context, args json.RawMessage, idempotencyK
 }
 
 // MaxFileBytes is the largest file a tool may return.
-const MaxFileBytes = 20 << 20
+const MaxFileBytes = 20_000_000
 
 // IsFile reports whether a 2xx response of Content-Type ctype is a file for
 // the conversation rather than text for the model: an image, audio, video
