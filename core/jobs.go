@@ -104,8 +104,8 @@ type JobObserver interface {
 }
 
 // LogJobs is middleware that gives a job's handler a logger with its kind,
-// id and attempt (JobLogger), logs a failure with them, and tells o (when
-// not nil) how each job went.
+// id and attempt (JobLogger) and tells o (when not nil) how each job went.
+// A failure is logged once, by the engine that retries it.
 func LogJobs(log *slog.Logger, o JobObserver) JobMiddleware {
 	return func(kind string, next JobHandler) JobHandler {
 		return func(ctx context.Context, job Job) error {
@@ -114,9 +114,6 @@ func LogJobs(log *slog.Logger, o JobObserver) JobMiddleware {
 			err := next(context.WithValue(ctx, jobLoggerKey{}, l), job)
 			if o != nil {
 				o.JobDone(kind, time.Since(start), err)
-			}
-			if err != nil && ctx.Err() == nil {
-				l.Debug("job handler failed", "err", err)
 			}
 			return err
 		}

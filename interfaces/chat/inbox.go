@@ -80,9 +80,24 @@ func (b *Inbox) Append(ctx context.Context, key string, entry any) error {
 	return b.w.Append(ctx, core.InboxMessage{Platform: b.cfg.Platform, Key: key, Payload: payload, ReceivedAt: b.cfg.Clock.Now().UTC()})
 }
 
-// Run runs the writer and the processor until ctx ends. Stop what feeds
-// Append first: what is appended after Run returns is refused.
-func (b *Inbox) Run(ctx context.Context) error { return runInbox(ctx, b.w, b.p) }
+// Run runs the writer and the processor until ctx ends, or one of them
+// fails (which stops the other: one without the other is no use). Stop
+// what feeds Append first: what is appended after Run returns is refused.
+func (b *Inbox) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, start := range []func(context.Context) error{b.w.Start, b.p.Start} {
+		wg.Go(func() {
+			if errs[i] = start(ctx); errs[i] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
 
 // Decode reads an entry Append stored; one that does not decode never will.
 func Decode[T any](platform, key string, entry json.RawMessage) (T, error) {
@@ -91,23 +106,4 @@ func Decode[T any](platform, key string, entry json.RawMessage) (T, error) {
 		return v, core.Permanent(fmt.Errorf("%s: decode inbox message %s: %w", platform, key, err))
 	}
 	return v, nil
-}
-
-// runInbox runs a chat adapter's inbox writer and processor until ctx ends
-// (or one of them fails, which stops the other): the writer stores what the
-// adapter accepts, the processor starts the runs in arrival order.
-func runInbox(ctx context.Context, w *core.InboxWriter, p *core.InboxProcessor) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i, start := range []func(context.Context) error{w.Start, p.Start} {
-		wg.Go(func() {
-			if errs[i] = start(ctx); errs[i] != nil {
-				cancel() // one without the other is no use
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }

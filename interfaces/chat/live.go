@@ -168,10 +168,11 @@ func (l *Live) open() (*live, error) {
 	if plat == nil || b.Channel == "" {
 		return nil, nil
 	}
-	seg, err := Segment(ctx, st, l.run.ID)
+	evs, err := st.Events(ctx, l.run.ID, 0, 0)
 	if err != nil {
 		return nil, err
 	}
+	seg := segment(evs)
 	key := plat.LiveKey(l.run.ID, seg)
 	if l.isEnded() {
 		return nil, nil

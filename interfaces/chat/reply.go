@@ -51,7 +51,7 @@ type Platform interface {
 	// the outbox, once; an error retries the job.
 	Reply(ctx context.Context, a Answer) error
 	// LiveKey names the outbox entry of the live message of segment seg
-	// (Segment) of run runID.
+	// (see segment) of run runID.
 	LiveKey(runID string, seg int) string
 	// StartLive posts the live message of run in b, showing text (the
 	// answer so far; "" while nothing is written), and returns the
@@ -237,17 +237,10 @@ type EventReader interface {
 	Events(ctx context.Context, runID string, afterSeq int64, limit int) ([]core.Event, error)
 }
 
-// Segment is the number of approvals the run has asked for so far. A live
-// answer shows one message per segment: what the run says after a decision
-// comes below the approval card, not in the message above it.
-func Segment(ctx context.Context, st EventReader, runID string) (int, error) {
-	evs, err := st.Events(ctx, runID, 0, 0)
-	if err != nil {
-		return 0, err
-	}
-	return segment(evs), nil
-}
-
+// segment is the number of approvals a run with journal evs has asked for
+// so far. A live answer shows one message per segment: what the run says
+// after a decision comes below the approval card, not in the message above
+// it.
 func segment(evs []core.Event) int {
 	n := 0
 	for _, ev := range evs {
