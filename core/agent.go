@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 )
@@ -14,6 +15,10 @@ type Agent struct {
 	ModelName    string // model name, for display
 	Model        Model
 	Tools        []AgentTool
+	// ToolSets are tools found at run time (an MCP server's), asked for
+	// before each model call and tool call. Tools wins over a set's tool
+	// of the same name.
+	ToolSets []ToolSet
 	// HistoryRuns is how many earlier completed runs of the session (their
 	// input and output) the model sees. Default 10; negative = none.
 	HistoryRuns int
@@ -22,6 +27,18 @@ type Agent struct {
 	// Images: the model takes images; attached images are given to it as
 	// images, not described.
 	Images bool
+	// LargeResultChars is the longest tool result the model sees whole;
+	// a longer one is shown as a preview and a handle, read with the
+	// built-in read_result and search_result tools. Default
+	// DefaultLargeResultChars; negative = no limit.
+	LargeResultChars int
+}
+
+// ToolSet is a group of tools listed at run time, such as an MCP server's.
+// Tools is called often: it should answer from a cache. An error is
+// transient: the step is retried.
+type ToolSet interface {
+	Tools(ctx context.Context) ([]AgentTool, error)
 }
 
 // ApprovalRule says whether a tool call waits for a human decision.
@@ -42,14 +59,30 @@ type AgentTool struct {
 	Approval ApprovalRule
 }
 
-// Tool returns the agent's tool called name.
-func (a *Agent) Tool(name string) (*AgentTool, bool) {
-	for i := range a.Tools {
-		if a.Tools[i].Spec.Name == name {
-			return &a.Tools[i], true
+// tools returns the agent's tools and those of its tool sets.
+func (a *Agent) tools(ctx context.Context) ([]AgentTool, error) {
+	if len(a.ToolSets) == 0 {
+		return a.Tools, nil
+	}
+	all := append([]AgentTool(nil), a.Tools...)
+	for _, set := range a.ToolSets {
+		ts, err := set.Tools(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range ts {
+			if _, own := a.Tool(t.Spec.Name); !own {
+				all = append(all, t)
+			}
 		}
 	}
-	return nil, false
+	return all, nil
+}
+
+// Tool returns the agent's configured tool called name (not a tool set's).
+func (a *Agent) Tool(name string) (*AgentTool, bool) {
+	t := findTool(a.Tools, name)
+	return t, t != nil
 }
 
 func (a *Agent) historyRuns() int {

@@ -916,9 +916,14 @@ func (r *runner) callModel(ctx context.Context) (done bool, err error) {
 // and answer), then this run's journal.
 func (r *runner) modelRequest(ctx context.Context) (ModelRequest, error) {
 	req := ModelRequest{Instructions: r.agent.Instructions}
-	for _, t := range r.agent.Tools {
+	tools, err := r.agent.tools(ctx)
+	if err != nil {
+		return req, fmt.Errorf("tools: %w", err)
+	}
+	for _, t := range tools {
 		req.Tools = append(req.Tools, t.Spec)
 	}
+	limit, large := r.agent.largeResultChars(), false
 	if n := r.agent.historyRuns(); n > 0 {
 		hist := r.history
 		if len(hist) > n {
@@ -953,7 +958,16 @@ func (r *runner) modelRequest(ctx context.Context) (ModelRequest, error) {
 			if err != nil {
 				return req, err
 			}
-			req.Messages = append(req.Messages, Message{Role: RoleTool, Content: t.Content, ToolCallID: t.ToolCallID, Name: t.Tool})
+			content, shortened := shownResult(t, limit)
+			large = large || shortened
+			req.Messages = append(req.Messages, Message{Role: RoleTool, Content: content, ToolCallID: t.ToolCallID, Name: t.Tool})
+		}
+	}
+	if large {
+		for _, spec := range resultToolSpecs {
+			if _, own := r.agent.Tool(spec.Name); !own {
+				req.Tools = append(req.Tools, spec)
+			}
 		}
 	}
 	return req, nil
@@ -990,9 +1004,16 @@ func (r *runner) toolStep(ctx context.Context, call ToolCall) (bool, error) {
 			ToolCallID: call.ID, Tool: call.Name, Content: content, IsError: true,
 		}))
 	}
-	tool, ok := r.agent.Tool(call.Name)
-	if !ok {
-		return result(fmt.Sprintf("error: there is no tool named %q; available tools: %s", call.Name, r.toolNames()))
+	if res, ok := r.resultTool(call); ok {
+		return false, r.append(ctx, NewEvent(EventToolResult, res))
+	}
+	tools, err := r.agent.tools(ctx)
+	if err != nil {
+		return false, fmt.Errorf("tools: %w", err)
+	}
+	tool := findTool(tools, call.Name)
+	if tool == nil {
+		return result(fmt.Sprintf("error: there is no tool named %q; available tools: %s", call.Name, toolNames(tools)))
 	}
 	if tool.Validate != nil {
 		if err := tool.Validate(call.Arguments); err != nil {
@@ -1037,9 +1058,18 @@ func (r *runner) toolStep(ctx context.Context, call ToolCall) (bool, error) {
 	return false, r.execute(ctx, call, tool, args)
 }
 
-func (r *runner) toolNames() string {
-	names := make([]string, 0, len(r.agent.Tools))
-	for _, t := range r.agent.Tools {
+func findTool(tools []AgentTool, name string) *AgentTool {
+	for i := range tools {
+		if tools[i].Spec.Name == name {
+			return &tools[i]
+		}
+	}
+	return nil
+}
+
+func toolNames(tools []AgentTool) string {
+	names := make([]string, 0, len(tools))
+	for _, t := range tools {
 		names = append(names, t.Spec.Name)
 	}
 	if len(names) == 0 {
