@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -49,6 +50,18 @@ type ModelRequest struct {
 type Model interface {
 	Generate(ctx context.Context, req ModelRequest, onDelta func(text string)) (ModelResponse, error)
 }
+
+// ModelChecker is a Model that can check, cheaply and without generating,
+// that its provider accepts its key and knows its model. The gateway checks
+// at start: an error wrapping ErrModelRefused stops it (waiting will not
+// help); any other error is logged (the provider may come back).
+type ModelChecker interface {
+	Check(ctx context.Context) error
+}
+
+// ErrModelRefused marks a check that failed for good: the provider refused
+// the key, or does not have the model.
+var ErrModelRefused = errors.New("refused")
 
 // Tool executes one tool call. Content is what the model sees. A tool that
 // answered with a failure returns a *ToolError (the model sees its message);

@@ -81,7 +81,7 @@ func TestConfigCheckValidatesAfterLoading(t *testing.T) {
 	for _, k := range []string{"AGENTGATE_CONFIG", "AGENTGATE_API_KEYS", "AGENTGATE_ADDR"} {
 		t.Setenv(k, "")
 	}
-	cfg := writeFile(t, "agentgate.yaml", "agents:\n  ops:\n    model: {provider: openai, name: m}\n    tools: [deploy]\ntools:\n  deploy:\n    http: {url: /deploy}\n")
+	cfg := writeFile(t, "agentgate.yaml", "agents:\n  ops:\n    model: {provider: openai, name: m, api_key: k}\n    tools: [deploy]\ntools:\n  deploy:\n    http: {url: /deploy}\n")
 	var stdout, stderr bytes.Buffer
 	err := run(t.Context(), []string{"config", "check", "--config", cfg, "--addr", "0.0.0.0:8080"}, strings.NewReader(""), &stdout, &stderr)
 	want := cfg + `:7: tools.deploy.http.url: must be an absolute http(s) URL, got "/deploy"` + "\n"

@@ -33,6 +33,9 @@ type Config struct {
 	// Egress limits where destinations sent through the API may connect
 	// (see egress.go).
 	Egress Egress `yaml:"egress"`
+	// MCPServers are MCP servers whose tools agents may call, by name
+	// (see mcp.go).
+	MCPServers map[string]MCPServer `yaml:"mcp_servers"`
 }
 
 // Server holds settings that may also come from flags and the environment;
@@ -83,18 +86,31 @@ type Agent struct {
 	HistoryRuns int `yaml:"history_runs"`
 	// MaxSteps caps the model calls of one run. Default 25.
 	MaxSteps int `yaml:"max_steps"`
+	// MCPServers names entries of the top-level mcp_servers map: their
+	// tools are the agent's too.
+	MCPServers []string `yaml:"mcp_servers"`
+	// LargeResultChars is the longest tool result the model sees whole; a
+	// longer one is kept whole in the journal and shown as its beginning
+	// and a handle that the built-in tools read_result and search_result
+	// read. Default 16000; -1 = no limit.
+	LargeResultChars int `yaml:"large_result_chars"`
 }
 
 // Model selects a model provider.
 type Model struct {
 	// Provider: "openai" (any OpenAI-compatible Chat Completions API: OpenAI,
-	// Ollama, vLLM, OpenRouter, LM Studio) or "demo" (offline, built in).
+	// Ollama, vLLM, OpenRouter, LM Studio), "anthropic" (the Messages API)
+	// or "demo" (offline, built in).
 	Provider string `yaml:"provider"`
-	// Name of the model, e.g. gpt-4o-mini. Required for openai.
+	// Name of the model, e.g. gpt-4o-mini or claude-sonnet-4-5. Required
+	// for openai and anthropic.
 	Name string `yaml:"name"`
-	// BaseURL of the API; empty = the provider's default.
+	// BaseURL of the API; empty = the provider's default (for anthropic,
+	// ANTHROPIC_BASE_URL when set).
 	BaseURL string `yaml:"base_url"`
-	// APIKey for the provider; may be empty for local servers.
+	// APIKey for the provider. Required for OpenAI's own API and for
+	// anthropic (default ANTHROPIC_API_KEY); a local server given in
+	// base_url may need none.
 	APIKey string `yaml:"api_key"`
 	// Timeout of one model call. Default 120s.
 	Timeout time.Duration `yaml:"timeout"`
@@ -102,6 +118,11 @@ type Model struct {
 	// given to it as images; otherwise every attachment is described by
 	// name, type and size. Default true for openai, false for demo.
 	Images *bool `yaml:"images"`
+	// Fallback lists models tried in order when this one is down
+	// (unreachable, overloaded, rate limited or failing after its
+	// retries) before it has streamed any text. A fallback has no
+	// fallback of its own.
+	Fallback []Model `yaml:"fallback"`
 }
 
 // TakesImages reports whether the model takes images (Images, or the
@@ -110,7 +131,22 @@ func (m Model) TakesImages() bool {
 	if m.Images != nil {
 		return *m.Images
 	}
-	return m.Provider == "openai"
+	return m.Provider == "openai" || m.Provider == "anthropic"
+}
+
+// WithEnv returns m with the provider's environment defaults filled in
+// from lookup: for anthropic, ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL
+// when api_key and base_url are empty.
+func (m Model) WithEnv(lookup func(string) (string, bool)) Model {
+	if m.Provider == "anthropic" {
+		if m.APIKey == "" {
+			m.APIKey, _ = lookup("ANTHROPIC_API_KEY")
+		}
+		if m.BaseURL == "" {
+			m.BaseURL, _ = lookup("ANTHROPIC_BASE_URL")
+		}
+	}
+	return m
 }
 
 // Tool configures one tool: exactly one of HTTP or Builtin.
@@ -146,11 +182,57 @@ type Approval struct {
 	ExcludeRequester bool `yaml:"exclude_requester"`
 }
 
+// validateApproval checks a tool's approval settings at path.
+func validateApproval(add func(path, format string, args ...any), path string, a Approval) {
+	if a.Timeout < 0 {
+		add(path+".timeout", "must be positive, like 15m")
+	}
+	if !a.Required && (a.Timeout != 0 || len(a.Approvers) > 0 || a.ExcludeRequester) {
+		add(path+".required", "approval settings are given but required is false; set required: true")
+	}
+}
+
+// validateModel checks one model at path; a missing key is found here, at
+// start, not at the first run.
+func validateModel(add func(path, format string, args ...any), path string, m Model, lookup func(string) (string, bool)) {
+	m = m.WithEnv(lookup)
+	switch m.Provider {
+	case "openai":
+		if m.Name == "" {
+			add(path+".name", "required for provider openai (e.g. gpt-4o-mini)")
+		}
+		if m.BaseURL == "" && m.APIKey == "" {
+			add(path+".api_key", "required for OpenAI's API: set api_key: ${OPENAI_API_KEY} (a local server given in base_url may need none)")
+		}
+	case "anthropic":
+		if m.Name == "" {
+			add(path+".name", "required for provider anthropic (e.g. claude-sonnet-4-5)")
+		}
+		if m.APIKey == "" {
+			add(path+".api_key", "required for provider anthropic: set ANTHROPIC_API_KEY or api_key")
+		}
+	case "demo":
+	case "":
+		add(path+".provider", "required: one of %s", strings.Join(Providers, ", "))
+	default:
+		add(path+".provider", "unknown provider %q (known: %s)", m.Provider, strings.Join(Providers, ", "))
+	}
+	if m.BaseURL != "" {
+		u, err := url.Parse(m.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add(path+".base_url", "must be an absolute http(s) URL or empty, got %q", m.BaseURL)
+		}
+	}
+	if m.Timeout < 0 {
+		add(path+".timeout", "must be positive, like 60s")
+	}
+}
+
 // Builtins are the tool names usable as `builtin:`.
 var Builtins = []string{"demo_deploy", "clock"}
 
 // Providers are the accepted model providers.
-var Providers = []string{"openai", "demo"}
+var Providers = []string{"openai", "anthropic", "demo"}
 
 // Error lists every problem found in a file.
 type Error struct {
@@ -273,12 +355,7 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 				add(path+".parameters", "%v", err)
 			}
 		}
-		if t.Approval.Timeout < 0 {
-			add(path+".approval.timeout", "must be positive, like 15m")
-		}
-		if !t.Approval.Required && (t.Approval.Timeout != 0 || len(t.Approval.Approvers) > 0 || t.Approval.ExcludeRequester) {
-			add(path+".approval.required", "approval settings are given but required is false; set required: true")
-		}
+		validateApproval(add, path+".approval", t.Approval)
 	}
 	for _, name := range sortedKeys(c.Agents) {
 		a := c.Agents[name]
@@ -286,25 +363,21 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 		if !idPattern.MatchString(name) {
 			add(path, "agent names use lowercase letters, digits, _ and - (at most 64)")
 		}
-		switch a.Model.Provider {
-		case "openai":
-			if a.Model.Name == "" {
-				add(path+".model.name", "required for provider openai (e.g. gpt-4o-mini)")
-			}
-		case "demo":
-		case "":
-			add(path+".model.provider", "required: one of %s", strings.Join(Providers, ", "))
-		default:
-			add(path+".model.provider", "unknown provider %q (known: %s)", a.Model.Provider, strings.Join(Providers, ", "))
-		}
-		if a.Model.BaseURL != "" {
-			u, err := url.Parse(a.Model.BaseURL)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				add(path+".model.base_url", "must be an absolute http(s) URL or empty, got %q", a.Model.BaseURL)
+		validateModel(add, path+".model", a.Model, lookup)
+		for i, f := range a.Model.Fallback {
+			fp := fmt.Sprintf("%s.model.fallback[%d]", path, i)
+			validateModel(add, fp, f, lookup)
+			if len(f.Fallback) > 0 {
+				add(fp+".fallback", "a fallback has no fallback of its own; list every model under the first one")
 			}
 		}
-		if a.Model.Timeout < 0 {
-			add(path+".model.timeout", "must be positive, like 60s")
+		if a.LargeResultChars < -1 {
+			add(path+".large_result_chars", "must be -1 (no limit), 0 (default 16000) or more")
+		}
+		for i, sn := range a.MCPServers {
+			if _, ok := c.MCPServers[sn]; !ok {
+				add(fmt.Sprintf("%s.mcp_servers[%d]", path, i), "unknown MCP server %q (defined: %s)", sn, strings.Join(sortedKeys(c.MCPServers), ", "))
+			}
 		}
 		if a.HistoryRuns < -1 {
 			add(path+".history_runs", "must be -1 (none), 0 (default 10) or more")
@@ -324,6 +397,7 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 			seen[tn] = true
 		}
 	}
+	p = append(p, c.validateMCP()...)
 	p = append(p, c.validateKeys(lookup)...)
 	p = append(p, c.validateRoutines()...)
 	p = append(p, c.validateInterfaces()...)

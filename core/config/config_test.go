@@ -34,12 +34,12 @@ func TestExampleFileLoadsAsShipped(t *testing.T) {
 }
 
 func TestEmptyDefaultLeavesTheProviderDefault(t *testing.T) {
-	c, err := config.Parse([]byte("agents:\n  ops:\n    model: {provider: openai, name: m, base_url: \"${OPENAI_BASE_URL:-}\", api_key: \"${OPENAI_API_KEY:-}\"}\n"), env(nil))
+	c, err := config.Parse([]byte("agents:\n  ops:\n    model: {provider: openai, name: m, base_url: \"${OPENAI_BASE_URL:-}\", api_key: \"${OPENAI_API_KEY:-sk-default}\"}\n"), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := c.Agents["ops"].Model; m.BaseURL != "" || m.APIKey != "" {
-		t.Fatalf("model = %+v, want base_url and api_key empty", m)
+	if m := c.Agents["ops"].Model; m.BaseURL != "" || m.APIKey != "sk-default" {
+		t.Fatalf("model = %+v, want base_url empty and the default key", m)
 	}
 }
 
@@ -87,14 +87,14 @@ tools: {deploy: {http: {url: /deploy}}}`, "tools.deploy.http.url: must be an abs
 		{"unknown tool", `
 agents: {a: {model: {provider: demo}, tools: [nope]}}`, `agents.a.tools[0]: unknown tool "nope"`},
 		{"no provider", `
-agents: {a: {model: {name: x}}}`, "agents.a.model.provider: required: one of openai, demo"},
+agents: {a: {model: {name: x}}}`, "agents.a.model.provider: required: one of openai, anthropic, demo"},
 		{"openai without name", `
 agents: {a: {model: {provider: openai}}}`, "agents.a.model.name: required for provider openai"},
 		{"bad provider", `
 agents: {a: {model: {provider: gpt}}}`, `agents.a.model.provider: unknown provider "gpt"`},
 		{"no agents", `tools: {}`, "agents: define at least one agent"},
 		{"unknown field", `
-agents: {a: {model: {provider: demo}, tool: [x]}}`, "line 2: agents.a.tool: field tool not found (the fields here are description, instructions, model, tools, history_runs, max_steps)"},
+agents: {a: {model: {provider: demo}, tool: [x]}}`, "line 2: agents.a.tool: field tool not found (the fields here are description, instructions, model, tools, history_runs, max_steps, mcp_servers, large_result_chars)"},
 		{"bad duration", `
 agents: {a: {model: {provider: demo, timeout: soon}}}`, `line 2: agents.a.model.timeout: want a duration like 30s, 15m or 2h, got "soon"`},
 		{"tool without kind", `
@@ -111,6 +111,35 @@ agents: {a: {model: {provider: demo}}}
 tools: {t: {http: {url: "http://x/y", method: GET}}}`, "tools.t.http.method: must be POST, PUT or PATCH"},
 		{"bad base url", `
 agents: {a: {model: {provider: openai, name: m, base_url: "localhost:11434"}}}`, "agents.a.model.base_url: must be an absolute http(s) URL"},
+		{"openai without a key", `
+agents: {a: {model: {provider: openai, name: gpt-4o-mini}}}`, "agents.a.model.api_key: required for OpenAI's API: set api_key: ${OPENAI_API_KEY}"},
+		{"anthropic without a key", `
+agents: {a: {model: {provider: anthropic, name: claude-sonnet-4-5}}}`, "agents.a.model.api_key: required for provider anthropic: set ANTHROPIC_API_KEY or api_key"},
+		{"anthropic without a name", `
+agents: {a: {model: {provider: anthropic, api_key: k}}}`, "agents.a.model.name: required for provider anthropic"},
+		{"fallback without a key", `
+agents: {a: {model: {provider: demo, fallback: [{provider: anthropic, name: m}]}}}`, "agents.a.model.fallback[0].api_key: required for provider anthropic"},
+		{"nested fallback", `
+agents: {a: {model: {provider: demo, fallback: [{provider: demo, fallback: [{provider: demo}]}]}}}`, "agents.a.model.fallback[0].fallback: a fallback has no fallback of its own"},
+		{"unknown mcp server", `
+agents: {a: {model: {provider: demo}, mcp_servers: [github]}}`, `agents.a.mcp_servers[0]: unknown MCP server "github"`},
+		{"mcp server without command or url", `
+agents: {a: {model: {provider: demo}}}
+mcp_servers: {fs: {args: [x]}}`, "mcp_servers.fs: set command (a program speaking MCP on stdio) or url"},
+		{"mcp server with both", `
+agents: {a: {model: {provider: demo}}}
+mcp_servers: {fs: {command: x, url: "http://127.0.0.1/mcp"}}`, "mcp_servers.fs: set only one of command and url"},
+		{"mcp url not http", `
+agents: {a: {model: {provider: demo}}}
+mcp_servers: {fs: {url: "ws://127.0.0.1/mcp"}}`, `mcp_servers.fs.url: must be an absolute http(s) URL, got "ws://127.0.0.1/mcp"`},
+		{"mcp bad glob", `
+agents: {a: {model: {provider: demo}}}
+mcp_servers: {fs: {command: x, deny: ["delete_["]}}`, `mcp_servers.fs.deny[0]: "delete_[" is not a tool name or glob`},
+		{"mcp tool approval without required", `
+agents: {a: {model: {provider: demo}}}
+mcp_servers: {fs: {command: x, tools: {delete_item: {approval: {approvers: [U1]}}}}}`, "mcp_servers.fs.tools.delete_item.approval.required: approval settings are given but required is false"},
+		{"bad large result limit", `
+agents: {a: {model: {provider: demo}, large_result_chars: -5}}`, "agents.a.large_result_chars: must be -1 (no limit), 0 (default 16000) or more"},
 		{"short api key", `
 server: {api_keys: [short]}
 agents: {a: {model: {provider: demo}}}`, "server.api_keys[0]: must be at least 16 characters"},
@@ -193,4 +222,47 @@ func FuzzExpand(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestAnthropicKeyFromTheEnvironment(t *testing.T) {
+	c, err := config.Parse([]byte("agents:\n  a:\n    model: {provider: anthropic, name: claude-sonnet-4-5}\n"),
+		env(map[string]string{"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9/"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Agents["a"].Model.WithEnv(env(map[string]string{"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9/"}))
+	if m.APIKey != "sk-ant-test" || m.BaseURL != "http://127.0.0.1:9/" || !m.TakesImages() {
+		t.Fatalf("model = %+v", m)
+	}
+}
+
+func TestMCPToolApproval(t *testing.T) {
+	c, err := config.Parse([]byte(`
+agents: {a: {model: {provider: demo}, mcp_servers: [inv, open]}}
+mcp_servers:
+  inv:
+    command: inventory-mcp
+    tools: {delete_item: {approval: {required: true, approvers: [U1]}}}
+  open:
+    url: "http://127.0.0.1:8931/mcp"
+    approval: {required: false}
+`), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, open := c.MCPServers["inv"], c.MCPServers["open"]
+	for _, tc := range []struct {
+		what     string
+		got      config.Approval
+		required bool
+	}{
+		{"a listed tool", inv.ToolApproval("delete_item", true), true},
+		{"an unlisted read-only tool", inv.ToolApproval("list_items", true), false},
+		{"an unlisted tool not marked read-only", inv.ToolApproval("update_item", false), true},
+		{"a server whose default is no approval", open.ToolApproval("drop_table", false), false},
+	} {
+		if tc.got.Required != tc.required {
+			t.Errorf("%s: required = %v, want %v", tc.what, tc.got.Required, tc.required)
+		}
+	}
 }

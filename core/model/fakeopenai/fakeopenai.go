@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -123,6 +124,9 @@ type Server struct {
 	// other requests get a 401 invalid_api_key error.
 	APIKey string
 	Quirks Quirks
+	// Models, when set, are the only models GET /v1/models/{id} knows;
+	// by default it knows every name. Those requests are not recorded.
+	Models []string
 
 	mu       sync.Mutex
 	script   func(Request) Reply
@@ -185,8 +189,13 @@ func (s *Server) Close() {
 	}
 }
 
-// ServeHTTP answers POST /v1/chat/completions and /chat/completions.
+// ServeHTTP answers POST /v1/chat/completions and /chat/completions, and
+// GET /v1/models/{id}.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if id, ok := strings.CutPrefix(r.URL.Path, "/v1/models/"); ok && r.Method == http.MethodGet {
+		s.model(w, r, id)
+		return
+	}
 	if r.URL.Path != "/v1/chat/completions" && r.URL.Path != "/chat/completions" {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "", "Unknown request URL: "+r.Method+" "+r.URL.Path)
 		return
@@ -210,12 +219,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	script := s.script
 	s.mu.Unlock()
 
-	if s.APIKey != "" {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.APIKey)) != 1 {
-			writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
-			return
-		}
+	if !s.authorized(r) {
+		writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
+		return
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "", err.Error())
@@ -253,6 +259,29 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.respond(w, c, reply)
+}
+
+// model answers GET /v1/models/{id} as OpenAI does.
+func (s *Server) model(w http.ResponseWriter, r *http.Request, id string) {
+	if !s.authorized(r) {
+		writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
+		return
+	}
+	if len(s.Models) > 0 && !slices.Contains(s.Models, id) {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", fmt.Sprintf("The model '%s' does not exist", id))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"id":%q,"object":"model","created":1686935002,"owned_by":"fake"}`, id)
+}
+
+// authorized reports whether r carries APIKey (always, when none is set).
+func (s *Server) authorized(r *http.Request) bool {
+	if s.APIKey == "" {
+		return true
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.APIKey)) == 1
 }
 
 type completion struct {

@@ -73,6 +73,7 @@ func (c Config) validate() error {
 type Model struct {
 	model  string
 	client openai.Client
+	ownAPI bool // no BaseURL: OpenAI's own API
 }
 
 var _ core.Model = (*Model)(nil)
@@ -105,7 +106,7 @@ func New(cfg Config) (*Model, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &Model{model: cfg.Model, client: openai.NewClient(opts...)}, nil
+	return &Model{model: cfg.Model, client: openai.NewClient(opts...), ownAPI: cfg.BaseURL == ""}, nil
 }
 
 // Generate streams one assistant turn, calling onDelta (when not nil) with
