@@ -60,8 +60,20 @@ type ModelChecker interface {
 }
 
 // ErrModelRefused marks a check that failed for good: the provider refused
-// the key, or does not have the model.
-var ErrModelRefused = errors.New("refused")
+// the key, or does not have the model (see ModelRefused).
+var ErrModelRefused = errors.New("the model provider refused")
+
+// ModelRefused is a check's failure for good, saying why ("the API key was
+// refused") before the provider's error; it is ErrModelRefused.
+func ModelRefused(why string, err error) error { return &refusedError{why: why, err: err} }
+
+type refusedError struct {
+	why string
+	err error
+}
+
+func (e *refusedError) Error() string   { return e.why + ": " + e.err.Error() }
+func (e *refusedError) Unwrap() []error { return []error{ErrModelRefused, e.err} }
 
 // Tool executes one tool call. Content is what the model sees. A tool that
 // answered with a failure returns a *ToolError (the model sees its message);

@@ -166,6 +166,10 @@ type ModelResponse struct {
 	Text      string     `json:"text,omitempty"`
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	Usage     Usage      `json:"usage,omitzero"`
+	// StopReason is the provider's reason the turn ended, as it named it:
+	// "end_turn", "tool_use" or "max_tokens" from Anthropic, "stop",
+	// "tool_calls" or "length" from OpenAI. Empty when it gave none.
+	StopReason string `json:"stop_reason,omitempty"`
 }
 
 // ToolStarted is the payload of EventToolStarted: journaled before the tool is

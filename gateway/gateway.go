@@ -179,10 +179,16 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 	db := b.db
 
 	clock := core.SystemClock{}
-	agents, err := buildAgents(cfg, clock)
+	built, err := buildAgents(cfg, clock, log)
 	if err != nil {
 		return nil, err
 	}
+	closeBackend := b.close
+	b.close = func() error { built.close(); return closeBackend() } // MCP servers stop with the store
+	if err := checkModels(ctx, built, log); err != nil {
+		return nil, err
+	}
+	agents := built.agents
 	sw, err := newSlack(ctx, cfg, db, s.NodeID, clock, log)
 	if err != nil {
 		return nil, err
@@ -496,10 +502,37 @@ func CheckConfig(s Settings) (*config.Config, []string) {
 		problems = append(problems, fmt.Sprintf("--addr %s is reachable from other machines but no API keys are set; "+
 			"set AGENTGATE_API_KEYS or server.api_keys, or listen on 127.0.0.1", s.Addr))
 	}
-	if _, err := buildAgents(cfg, core.SystemClock{}); err != nil {
+	if built, err := buildAgents(cfg, core.SystemClock{}, slog.New(slog.DiscardHandler)); err != nil {
 		problems = append(problems, err.Error())
+	} else {
+		built.close()
 	}
 	return cfg, problems
+}
+
+// CheckModels asks the provider of every agent's model (and fallback)
+// whether it accepts the key and knows the model, as New does at start:
+// problems are refusals, warnings providers it could not ask.
+func CheckModels(ctx context.Context, cfg *config.Config) (problems, warnings []string) {
+	built, err := buildAgents(cfg, core.SystemClock{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return []string{err.Error()}, nil
+	}
+	defer built.close()
+	return built.checkModels(ctx)
+}
+
+// checkModels stops a start whose models' providers refuse their key or
+// model, and logs those it could not ask.
+func checkModels(ctx context.Context, built *builtAgents, log *slog.Logger) error {
+	problems, warnings := built.checkModels(ctx)
+	for _, w := range warnings {
+		log.Warn("model check", "problem", w)
+	}
+	if len(problems) > 0 {
+		return &UsageError{"the model provider refused:\n  " + joinLines(problems)}
+	}
+	return nil
 }
 
 // loadConfig loads the config file at path, or the built-in demo config

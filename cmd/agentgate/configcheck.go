@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -10,16 +11,18 @@ import (
 	gw "github.com/agentgate/agentgate/gateway"
 )
 
-const configHelp = `Usage: agentgate config check [--config FILE]
+const configHelp = `Usage: agentgate config check [--config FILE] [--offline]
 
 Loads and validates the config the way serve does (--config, else
 AGENTGATE_CONFIG, else the built-in demo agent; ${VAR} from the environment),
-without opening the store or the network. Prints one line per problem and
-exits 1, or prints a summary and exits 0.
+then asks each agent's model provider whether it accepts the key and knows
+the model (--offline: not), without opening the store. Prints one line per
+problem and exits 1, or prints a summary and exits 0; a provider that cannot
+be reached is a warning.
 `
 
 // configCmd runs `agentgate config check`.
-func configCmd(args []string, stdout, stderr io.Writer) error {
+func configCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "check" {
 		fmt.Fprint(stderr, configHelp)
 		return &usageError{"config: the only subcommand is check"}
@@ -37,6 +40,13 @@ func configCmd(args []string, stdout, stderr io.Writer) error {
 		name = s.ConfigPath
 	}
 	cfg, problems := gw.CheckConfig(s.Settings)
+	if len(problems) == 0 && !s.offline {
+		var warnings []string
+		problems, warnings = gw.CheckModels(ctx, cfg)
+		for _, w := range warnings {
+			fmt.Fprintln(stdout, "warning: "+w)
+		}
+	}
 	if len(problems) > 0 {
 		for _, p := range problems {
 			fmt.Fprintln(stdout, p)

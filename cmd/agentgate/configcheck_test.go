@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/agentgate/agentgate/core/model/fakeopenai"
 )
 
 const checkGoodConfig = `agents:
   ops:
-    model: {provider: openai, name: gpt-4o-mini, api_key: "${CHECK_TEST_KEY}"}
+    model: {provider: openai, name: gpt-4o-mini, api_key: "${CHECK_TEST_KEY}", base_url: "${CHECK_TEST_URL}"}
     tools: [clock]
   helper:
     model: {provider: demo}
@@ -36,8 +38,13 @@ func TestConfigCheck(t *testing.T) {
 		t.Setenv(k, "")
 	}
 	t.Setenv("CHECK_TEST_KEY", "sk-test")
+	model, modelURL := startModel(t, fakeopenai.DefaultScript)
+	model.APIKey = "sk-test"
+	t.Setenv("CHECK_TEST_URL", modelURL)
 	good := writeFile(t, "good.yaml", checkGoodConfig)
 	bad := writeFile(t, "bad.yaml", checkBadConfig)
+	refused := writeFile(t, "refused.yaml", strings.Replace(checkGoodConfig, "${CHECK_TEST_KEY}", "sk-wrong", 1))
+	down := writeFile(t, "down.yaml", strings.Replace(checkGoodConfig, "${CHECK_TEST_URL}", "http://127.0.0.1:1/v1", 1))
 	cases := []struct {
 		name    string
 		args    []string
@@ -49,6 +56,15 @@ func TestConfigCheck(t *testing.T) {
 			wantOut: "config ok: " + good + ": 2 agents, 1 tool, 1 routine, platforms: slack, telegram\n"},
 		{name: "from AGENTGATE_CONFIG", env: good,
 			wantOut: "config ok: " + good + ": 2 agents, 1 tool, 1 routine, platforms: slack, telegram\n"},
+		{name: "key refused", args: []string{"--config", refused},
+			wantOut: "agents.ops.model: openai/gpt-4o-mini: the API key was refused: openai gpt-4o-mini: OpenAI API error: 401 Unauthorized: Incorrect API key provided.\n",
+			wantErr: "config check: 1 problem in " + refused},
+		{name: "provider down", args: []string{"--config", down},
+			wantOut: "warning: agents.ops.model: openai/gpt-4o-mini: could not check the model now (runs will retry): openai gpt-4o-mini: " +
+				"Get \"http://127.0.0.1:1/v1/models/gpt-4o-mini\": dial tcp 127.0.0.1:1: connect: connection refused\n" +
+				"config ok: " + down + ": 2 agents, 1 tool, 1 routine, platforms: slack, telegram\n"},
+		{name: "offline", args: []string{"--config", down, "--offline"},
+			wantOut: "config ok: " + down + ": 2 agents, 1 tool, 1 routine, platforms: slack, telegram\n"},
 		{name: "built-in demo",
 			wantOut: "config ok: the built-in demo config: 1 agent, 2 tools, 0 routines, platforms: none\n"},
 		{name: "bad", args: []string{"--config", bad},

@@ -26,10 +26,14 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/core/model/fakeopenai"
+	"github.com/agentgate/agentgate/internal/mcptest"
 	"github.com/agentgate/agentgate/test/testbin"
 )
 
-func TestMain(m *testing.M) { testbin.Main(m) }
+func TestMain(m *testing.M) {
+	mcptest.Main() // the binary is also the MCP server of the MCP tests
+	testbin.Main(m)
+}
 
 // binary returns the agentgate binary, built once with the go command that
 // runs this test; it skips in -short mode.

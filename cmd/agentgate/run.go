@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "routines":
 		return routinesCmd(ctx, rest, stdout, stderr)
 	case "config":
-		return configCmd(rest, stdout, stderr)
+		return configCmd(ctx, rest, stdout, stderr)
 	case "bench":
 		return benchCmd(ctx, rest, stdout, stderr)
 	case "mcp":

@@ -20,7 +20,8 @@ import (
 type settings struct {
 	gw.Settings
 	logLevel string
-	downTo   int // migrate only: revert to this schema version (-1 = no)
+	downTo   int  // migrate only: revert to this schema version (-1 = no)
+	offline  bool // config check only: do not ask the model providers
 }
 
 const serveHelp = `Usage: agentgate serve [flags]
@@ -94,6 +95,9 @@ func parseSettings(name string, args []string, stderr io.Writer) (settings, erro
 				"Applies pending migrations (serve does too, at start) and prints the schema version;\n"+
 				"--down-to N reverts a PostgreSQL schema to version N (SQLite migrates only up).\n")
 		}
+	}
+	if name == "config check" {
+		fs.BoolVar(&s.offline, "offline", false, "do not ask the model providers")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -24,9 +24,9 @@ func (m *Model) Check(ctx context.Context) error {
 	if errors.As(err, &apiErr) {
 		switch {
 		case apiErr.StatusCode == http.StatusUnauthorized || apiErr.StatusCode == http.StatusForbidden:
-			return fmt.Errorf("%w: the API key was refused: %w", core.ErrModelRefused, m.wrap(err))
+			return core.ModelRefused("the API key was refused", m.wrap(err))
 		case apiErr.StatusCode == http.StatusNotFound && m.ownAPI:
-			return fmt.Errorf("%w: no model named %q: %w", core.ErrModelRefused, m.model, m.wrap(err))
+			return core.ModelRefused(fmt.Sprintf("no model named %q", m.model), m.wrap(err))
 		}
 	}
 	if err != nil {

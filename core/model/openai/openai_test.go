@@ -116,7 +116,7 @@ func TestGenerateToolCalls(t *testing.T) {
 			}},
 			want: core.ModelResponse{ToolCalls: []core.ToolCall{
 				{ID: "call_1", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Zürich","units":"metric","days":3,"hourly":true}`)},
-			}},
+			}, StopReason: "tool_calls"},
 		},
 		{
 			name: "text and several calls",
@@ -129,7 +129,7 @@ func TestGenerateToolCalls(t *testing.T) {
 				{ID: "call_a", Name: "search", Arguments: json.RawMessage(`{"query":"durable execution engines"}`)},
 				{ID: "call_b", Name: "fetch", Arguments: json.RawMessage(`{"url":"https://example.com/a?b=c&d=e"}`)},
 				{ID: "call_c", Name: "now", Arguments: json.RawMessage(`{}`)},
-			}},
+			}, StopReason: "tool_calls"},
 		},
 		{
 			name: "empty arguments become {}",
@@ -138,7 +138,7 @@ func TestGenerateToolCalls(t *testing.T) {
 			}},
 			want: core.ModelResponse{ToolCalls: []core.ToolCall{
 				{ID: "call_x", Name: "now", Arguments: json.RawMessage(`{}`)},
-			}},
+			}, StopReason: "tool_calls"},
 		},
 	}
 	for _, tt := range tests {
@@ -453,14 +453,14 @@ func TestGenerateWire(t *testing.T) {
 			body: chunk(`{"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":"a"}}],"usage":{"prompt_tokens":10,"completion_tokens":1,"total_tokens":11}}`) +
 				chunk(`{"id":"c1","choices":[{"index":0,"delta":{"content":"b"}}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}`) +
 				chunk(`{"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}`) + done,
-			want: core.ModelResponse{Text: "ab", Usage: core.Usage{InputTokens: 10, OutputTokens: 2}},
+			want: core.ModelResponse{Text: "ab", Usage: core.Usage{InputTokens: 10, OutputTokens: 2}, StopReason: "stop"},
 		},
 		{
 			name: "missing tool-call id and arguments that are not JSON",
 			body: chunk(`{"id":"c2","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"type":"function","function":{"name":"search","arguments":"{\"q\": "}}]}}]}`) +
 				chunk(`{"id":"c2","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"oops"}}]}}]}`) +
 				chunk(`{"id":"c2","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`) + done,
-			want: core.ModelResponse{ToolCalls: []core.ToolCall{{ID: "<generated>", Name: "search", Arguments: json.RawMessage(`"{\"q\": oops"`)}}},
+			want: core.ModelResponse{ToolCalls: []core.ToolCall{{ID: "<generated>", Name: "search", Arguments: json.RawMessage(`"{\"q\": oops"`)}}, StopReason: "tool_calls"},
 		},
 		{
 			name:    "stream cut before the finish reason",

@@ -24,6 +24,7 @@ func (m *Model) clientGenerate(ctx context.Context, req core.ModelRequest, onDel
 		acc      openai.ChatCompletionAccumulator
 		id       string
 		finished bool
+		reason   string
 		usage    openai.CompletionUsage
 	)
 	for stream.Next() {
@@ -46,6 +47,7 @@ func (m *Model) clientGenerate(ctx context.Context, req core.ModelRequest, onDel
 			}
 			if c.FinishReason != "" {
 				finished = true
+				reason = c.FinishReason
 			}
 			if onDelta != nil {
 				if c.Delta.Content != "" {
@@ -68,7 +70,8 @@ func (m *Model) clientGenerate(ctx context.Context, req core.ModelRequest, onDel
 	}
 
 	resp := core.ModelResponse{
-		Usage: core.Usage{InputTokens: usage.PromptTokens, OutputTokens: usage.CompletionTokens},
+		Usage:      core.Usage{InputTokens: usage.PromptTokens, OutputTokens: usage.CompletionTokens},
+		StopReason: reason,
 	}
 	if len(acc.Choices) == 0 {
 		return resp, nil

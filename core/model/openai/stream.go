@@ -116,7 +116,8 @@ func (e *eventReader) line() ([]byte, error) {
 
 // turn accumulates one streamed assistant turn as the client's
 // ChatCompletionAccumulator did, for what Generate returns: the text,
-// refusal and tool calls of choice 0, whether it finished, and the usage.
+// refusal and tool calls of choice 0, whether it finished and why, and the
+// usage.
 type turn struct {
 	onDelta  func(text string)
 	text     strings.Builder
@@ -124,6 +125,7 @@ type turn struct {
 	calls    []toolCall // choice 0's, by index; a skipped index stays empty
 	counts   []int      // how many tool calls each choice index has
 	finished bool
+	reason   string // choice 0's last finish reason
 	usage    core.Usage
 
 	// The chunk being added, reused from chunk to chunk.
@@ -259,6 +261,7 @@ func (t *turn) add(data []byte) (done bool, err error) {
 		}
 		if c.finishReason != "" {
 			t.finished = true
+			t.reason = c.finishReason
 		}
 		t.text.WriteString(c.content)
 		t.refusal.WriteString(c.refusal)
@@ -484,7 +487,7 @@ func (t *turn) fit() error {
 
 // response is the turn as Generate returns it.
 func (t *turn) response() core.ModelResponse {
-	resp := core.ModelResponse{Text: t.text.String(), Usage: t.usage}
+	resp := core.ModelResponse{Text: t.text.String(), Usage: t.usage, StopReason: t.reason}
 	if resp.Text == "" {
 		resp.Text = t.refusal.String()
 	}

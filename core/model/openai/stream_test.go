@@ -107,7 +107,7 @@ func TestGenerateEventStream(t *testing.T) {
 		hello = `{"choices":[{"index":0,"delta":{"role":"assistant","content":"Hello"}}]}`
 		world = `{"choices":[{"index":0,"delta":{"content":", world"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2}}`
 	)
-	helloWorld := core.ModelResponse{Text: "Hello, world", Usage: core.Usage{InputTokens: 5, OutputTokens: 2}}
+	helloWorld := core.ModelResponse{Text: "Hello, world", Usage: core.Usage{InputTokens: 5, OutputTokens: 2}, StopReason: "stop"}
 	long := strings.Repeat("0123456789", 10_000) // longer than the reader's buffer
 	tests := []struct {
 		name    string
@@ -164,7 +164,7 @@ func TestGenerateEventStream(t *testing.T) {
 		{
 			name:   "a line longer than the read buffer",
 			writes: []string{"data: " + `{"choices":[{"index":0,"delta":{"content":"` + long[:5000], long[5000:] + `"},"finish_reason":"stop"}]}` + "\n\n"},
-			want:   core.ModelResponse{Text: long},
+			want:   core.ModelResponse{Text: long, StopReason: "stop"},
 		},
 		{
 			name:   "nothing after [DONE] is read",
