@@ -491,7 +491,7 @@ func (e *Engine) handle(ctx context.Context, job Job) {
 		}
 		return
 	}
-	dead, ferr := e.cfg.Queue.Fail(ctx, job, err.Error(), 0)
+	dead, ferr := e.cfg.Queue.Fail(ctx, job, err.Error(), RetryAfter(err)) // a provider's Retry-After, else the backoff
 	if ferr != nil {
 		e.log.Error("fail job", "job", job.ID, "err", ferr)
 		return

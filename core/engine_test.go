@@ -125,6 +125,8 @@ type harness struct {
 	progress func(core.Run) core.ProgressSink
 	// blobs, when set before start, holds attachments' bytes.
 	blobs core.Blobs
+	// queue, when set before start, wraps the store's queue.
+	queue func(core.Queue) core.Queue
 }
 
 func newHarness(t testing.TB, agents map[string]*core.Agent, opts sqlite.Options, with ...func(*harness)) *harness {
@@ -155,7 +157,11 @@ func (h *harness) start(opts sqlite.Options) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	eng, err := core.NewEngine(core.EngineConfig{Store: db, Queue: db, Agents: h.agents, Hub: h.hub, Clock: h.clock, Workers: 4, Logger: opts.Logger,
+	var q core.Queue = db
+	if h.queue != nil {
+		q = h.queue(db)
+	}
+	eng, err := core.NewEngine(core.EngineConfig{Store: db, Queue: q, Agents: h.agents, Hub: h.hub, Clock: h.clock, Workers: 4, Logger: opts.Logger,
 		Progress: h.progress, Blobs: h.blobs})
 	if err != nil {
 		h.t.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -105,3 +107,51 @@ type SystemClock struct{}
 
 // Now returns time.Now().
 func (SystemClock) Now() time.Time { return time.Now() }
+
+// maxRetryAfter caps the wait an error may ask for, as the queue's backoff
+// is capped.
+const maxRetryAfter = 5 * time.Minute
+
+// WithRetryAfter marks err as asking for its step to be retried after d
+// (a provider's Retry-After); d <= 0 returns err as is.
+func WithRetryAfter(err error, d time.Duration) error {
+	if err == nil || d <= 0 {
+		return err
+	}
+	return &retryAfterError{err: err, after: min(d, maxRetryAfter)}
+}
+
+// RetryAfter is how long err asks to wait before its step is retried; 0
+// when it does not say (the queue's backoff applies).
+func RetryAfter(err error) time.Duration {
+	var ra *retryAfterError
+	if errors.As(err, &ra) {
+		return ra.after
+	}
+	return 0
+}
+
+type retryAfterError struct {
+	err   error
+	after time.Duration
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// RetryAfterHeader reads how long a response asks to wait: retry-after-ms
+// (OpenAI's), else Retry-After in seconds or as an HTTP date; 0 when it
+// does not say.
+func RetryAfterHeader(h http.Header, now time.Time) time.Duration {
+	if ms, err := strconv.ParseFloat(h.Get("Retry-After-Ms"), 64); err == nil && ms > 0 {
+		return time.Duration(ms * float64(time.Millisecond))
+	}
+	v := h.Get("Retry-After")
+	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs > 0 {
+		return time.Duration(secs * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}

@@ -195,3 +195,61 @@ func TestToolSetToolsNeedApprovalLikeOthers(t *testing.T) {
 		t.Fatalf("delete_item calls = %+v", calls)
 	}
 }
+
+// failures records the retry delay the engine asks for with each Fail.
+type failures struct {
+	core.Queue
+	mu     sync.Mutex
+	delays []time.Duration
+}
+
+func (f *failures) Fail(ctx context.Context, j core.Job, reason string, retryAfter time.Duration) (bool, error) {
+	f.mu.Lock()
+	f.delays = append(f.delays, retryAfter)
+	f.mu.Unlock()
+	return f.Queue.Fail(ctx, j, reason, retryAfter)
+}
+
+func TestProviderRetryAfterDelaysTheStep(t *testing.T) {
+	t.Parallel()
+	m := &scriptModel{Func: func(n int, req core.ModelRequest) (core.ModelResponse, error) {
+		switch n {
+		case 1:
+			return core.ModelResponse{}, core.WithRetryAfter(errors.New("429 rate limited"), 40*time.Second)
+		case 2:
+			return core.ModelResponse{}, errors.New("connection reset") // says nothing: the queue's backoff
+		}
+		return core.ModelResponse{Text: "ok"}, nil
+	}}
+	f := &failures{}
+	h := newHarness(t, map[string]*core.Agent{"a": {Model: m}}, sqlite.Options{}, func(h *harness) {
+		h.queue = func(q core.Queue) core.Queue { f.Queue = q; return f }
+	})
+	run := h.submit("a", "", "hi")
+	f.wait(t, 1)
+	h.clock.Advance(40 * time.Second)
+	f.wait(t, 2)
+	h.clock.Advance(time.Hour)
+	h.waitStatus(run.ID, core.RunCompleted)
+	if d := f.asked(); len(d) != 2 || d[0] != 40*time.Second || d[1] != 0 {
+		t.Fatalf("retry delays asked = %v, want [40s 0s]", d)
+	}
+}
+
+func (f *failures) asked() []time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Duration(nil), f.delays...)
+}
+
+// wait waits until n steps have failed.
+func (f *failures) wait(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(f.asked()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d failed steps, want %d", len(f.asked()), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

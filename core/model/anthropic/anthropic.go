@@ -361,5 +361,9 @@ func (m *Model) wrap(err error) error {
 	if msg != "" {
 		fmt.Fprintf(&b, ": %s", msg)
 	}
-	return fmt.Errorf("anthropic %s: %w", m.model, &apiError{msg: b.String(), err: apiErr})
+	wrapped := fmt.Errorf("anthropic %s: %w", m.model, &apiError{msg: b.String(), err: apiErr})
+	if apiErr.Response != nil { // still limited after the client's retries: the step waits as asked
+		wrapped = core.WithRetryAfter(wrapped, core.RetryAfterHeader(apiErr.Response.Header, time.Now()))
+	}
+	return wrapped
 }

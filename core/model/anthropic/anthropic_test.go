@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 
@@ -624,5 +625,26 @@ func TestGenerateRejectsBadRequest(t *testing.T) {
 	}
 	if n := len(srv.Requests()); n != 0 {
 		t.Errorf("server got %d requests, want none", n)
+	}
+}
+
+// An overload still there after the client's retries tells the engine how
+// long to wait before the step is retried: the API's retry-after.
+func TestGenerateRetryAfterReachesTheStep(t *testing.T) {
+	t.Parallel()
+	srv := fakeanthropic.New()
+	srv.Script(func(fakeanthropic.Request) fakeanthropic.Reply {
+		return fakeanthropic.Reply{Status: http.StatusTooManyRequests, Error: fakeanthropic.Error{Type: "rate_limit_error", Message: "Number of request tokens has exceeded your per-minute rate limit"},
+			Header: http.Header{"Retry-After": {"45"}}}
+	})
+	url := srv.Start()
+	t.Cleanup(srv.Close)
+	m, err := New(Config{Model: "claude-test", BaseURL: url, APIKey: "k", MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Generate(t.Context(), core.ModelRequest{Messages: []core.Message{{Role: core.RoleUser, Content: "hi"}}}, nil)
+	if got := core.RetryAfter(err); got != 45*time.Second || !strings.Contains(err.Error(), "429 rate_limit_error") {
+		t.Fatalf("RetryAfter(%v) = %s, want 45s", err, got)
 	}
 }

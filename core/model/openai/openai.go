@@ -257,6 +257,15 @@ const maxErrorMessage = 1000
 // client's own Error() gives only the status, and the message is what tells
 // a user what to fix ("model not found", "context length exceeded").
 func (m *Model) wrap(err error) error {
+	wrapped := m.describe(err)
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) && apiErr.Response != nil { // still limited after the client's retries: the step waits as asked
+		wrapped = core.WithRetryAfter(wrapped, core.RetryAfterHeader(apiErr.Response.Header, time.Now()))
+	}
+	return wrapped
+}
+
+func (m *Model) describe(err error) error {
 	var apiErr *openai.Error
 	if errors.As(err, &apiErr) {
 		if msg := strings.Join(strings.Fields(apiErr.Message), " "); msg != "" {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 
@@ -535,5 +536,20 @@ func TestGenerateRejectsBadRequest(t *testing.T) {
 	}
 	if n := len(srv.Requests()); n != 0 {
 		t.Errorf("server got %d requests, want none", n)
+	}
+}
+
+// A 429 still limited after the client's retries tells the engine how long
+// to wait before the step is retried: the server's Retry-After.
+func TestGenerateRetryAfterReachesTheStep(t *testing.T) {
+	t.Parallel()
+	srv := fakeopenai.New()
+	srv.Script(func(fakeopenai.Request) fakeopenai.Reply {
+		return fakeopenai.Reply{Status: http.StatusTooManyRequests, Text: "Rate limit reached.", Header: http.Header{"Retry-After": {"90"}}}
+	})
+	m := start(t, srv, Config{MaxRetries: -1})
+	_, err := m.Generate(t.Context(), userSays("hi"), nil)
+	if got := core.RetryAfter(err); got != 90*time.Second {
+		t.Fatalf("RetryAfter(%v) = %s, want 90s", err, got)
 	}
 }
