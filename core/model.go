@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -68,6 +69,20 @@ var ErrModelRefused = errors.New("the model provider refused")
 // ModelRefused is a check's failure for good, saying why ("the API key was
 // refused") before the provider's error; it is ErrModelRefused.
 func ModelRefused(why string, err error) error { return &refusedError{why: why, err: err} }
+
+// CheckFailure is a model check's error for the HTTP status the provider
+// answered (0: none): a refused key (401, 403) is a refusal, and so is an
+// unknown model (404) on the provider's own API (ownAPI), where a
+// compatible server or proxy may lack the route or take any name.
+func CheckFailure(status int, ownAPI bool, model string, err error) error {
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return ModelRefused("the API key was refused", err)
+	case status == http.StatusNotFound && ownAPI:
+		return ModelRefused(fmt.Sprintf("no model named %q", model), err)
+	}
+	return err
+}
 
 type refusedError struct {
 	why string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -53,8 +54,12 @@ func configCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return fmt.Errorf("config check: %d %s in %s", len(problems), plural(len(problems), "problem", "problems"), name)
 	}
-	fmt.Fprintf(stdout, "config ok: %s: %s, %s, %s, platforms: %s\n", name,
-		count(len(cfg.Agents), "agent"), count(len(cfg.Tools), "tool"), count(len(cfg.Routines), "routine"), platforms(cfg))
+	mcp := ""
+	if len(cfg.MCPServers) > 0 {
+		mcp = ", MCP servers: " + strings.Join(slices.Sorted(maps.Keys(cfg.MCPServers)), ", ")
+	}
+	fmt.Fprintf(stdout, "config ok: %s: %s, %s, %s%s, platforms: %s\n", name,
+		count(len(cfg.Agents), "agent"), count(len(cfg.Tools), "tool"), count(len(cfg.Routines), "routine"), mcp, platforms(cfg))
 	return nil
 }
 

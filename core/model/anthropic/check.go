@@ -3,8 +3,6 @@ package anthropic
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -20,17 +18,12 @@ var _ core.ModelChecker = (*Model)(nil)
 // serve the route).
 func (m *Model) Check(ctx context.Context) error {
 	_, err := m.client.Models.Get(ctx, m.model, anthropic.ModelGetParams{}, option.WithMaxRetries(0))
-	var apiErr *anthropic.Error
-	if errors.As(err, &apiErr) {
-		switch {
-		case apiErr.StatusCode == http.StatusUnauthorized || apiErr.StatusCode == http.StatusForbidden:
-			return core.ModelRefused("the API key was refused", m.wrap(err))
-		case apiErr.StatusCode == http.StatusNotFound && m.ownAPI:
-			return core.ModelRefused(fmt.Sprintf("no model named %q", m.model), m.wrap(err))
-		}
+	if err == nil {
+		return nil
 	}
-	if err != nil {
-		return m.wrap(err)
+	status := 0
+	if apiErr, ok := errors.AsType[*anthropic.Error](err); ok {
+		status = apiErr.StatusCode
 	}
-	return nil
+	return core.CheckFailure(status, m.ownAPI, m.model, m.wrap(err))
 }

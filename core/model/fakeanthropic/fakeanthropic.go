@@ -25,7 +25,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unicode/utf8"
+
+	"github.com/agentgate/agentgate/core/model/internal/pieces"
 )
 
 // Block is one decoded content block of a request's message.
@@ -437,7 +438,7 @@ func stream(w http.ResponseWriter, msg wireMessage, reply Reply) {
 	if reply.Text != "" || reply.StreamError != nil {
 		send("content_block_start", obj{"type": "content_block_start", "index": index, "content_block": wireText{Type: "text"}})
 		ping()
-		for _, piece := range splitWords(reply.Text) {
+		for _, piece := range pieces.Words(reply.Text) {
 			send("content_block_delta", obj{"type": "content_block_delta", "index": index, "delta": obj{"type": "text_delta", "text": piece}})
 		}
 		if e := reply.StreamError; e != nil {
@@ -454,7 +455,7 @@ func stream(w http.ResponseWriter, msg wireMessage, reply Reply) {
 			ping()
 		}
 		// The API's first input_json_delta of a tool is empty.
-		for _, piece := range append([]string{""}, splitRunes(tc.Input, inputFragment)...) {
+		for _, piece := range append([]string{""}, pieces.Runes(tc.Input, inputFragment)...) {
 			send("content_block_delta", obj{"type": "content_block_delta", "index": index, "delta": obj{"type": "input_json_delta", "partial_json": piece}})
 		}
 		send("content_block_stop", obj{"type": "content_block_stop", "index": index})
@@ -464,41 +465,6 @@ func stream(w http.ResponseWriter, msg wireMessage, reply Reply) {
 		"delta": obj{"stop_reason": reply.StopReason, "stop_sequence": nil},
 		"usage": obj{"output_tokens": reply.Usage.OutputTokens}})
 	send("message_stop", obj{"type": "message_stop"})
-}
-
-// splitWords splits s before each space, so "a b c" streams as "a", " b", " c".
-func splitWords(s string) []string {
-	var out []string
-	for s != "" {
-		i := strings.IndexByte(s[1:], ' ')
-		if i < 0 {
-			out = append(out, s)
-			break
-		}
-		out = append(out, s[:i+1])
-		s = s[i+1:]
-	}
-	return out
-}
-
-// splitRunes splits s into pieces of at most n bytes without cutting a rune.
-func splitRunes(s string, n int) []string {
-	var out []string
-	for len(s) > n {
-		i := n
-		for i > 0 && !utf8.RuneStart(s[i]) {
-			i--
-		}
-		if i == 0 {
-			_, i = utf8.DecodeRuneInString(s)
-		}
-		out = append(out, s[:i])
-		s = s[i:]
-	}
-	if s != "" {
-		out = append(out, s)
-	}
-	return out
 }
 
 func estimateUsage(req Request, reply Reply) Usage {

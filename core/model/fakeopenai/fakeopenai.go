@@ -22,7 +22,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"github.com/agentgate/agentgate/core/model/internal/pieces"
 )
 
 // ToolCall is a tool call in a request's assistant message or in a Reply.
@@ -419,12 +420,12 @@ func (s *Server) stream(w http.ResponseWriter, c completion, req Request, reply 
 
 	empty := ""
 	delta(wireDelta{Role: "assistant", Content: &empty})
-	for _, piece := range splitWords(reply.Text) {
+	for _, piece := range pieces.Words(reply.Text) {
 		delta(wireDelta{Content: &piece})
 	}
 	for i, tc := range reply.ToolCalls {
 		delta(wireDelta{ToolCalls: []wireToolCall{{Index: &i, ID: tc.ID, Type: "function", Function: wireFunction{Name: tc.Name}}}})
-		for _, piece := range splitRunes(tc.Arguments, argumentFragment) {
+		for _, piece := range pieces.Runes(tc.Arguments, argumentFragment) {
 			delta(wireDelta{ToolCalls: []wireToolCall{{Index: &i, Function: wireFunction{Arguments: piece}}}})
 		}
 	}
@@ -436,41 +437,6 @@ func (s *Server) stream(w http.ResponseWriter, c completion, req Request, reply 
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	_ = rc.Flush()
-}
-
-// splitWords splits s before each space, so "a b c" streams as "a", " b", " c".
-func splitWords(s string) []string {
-	var out []string
-	for s != "" {
-		i := strings.IndexByte(s[1:], ' ')
-		if i < 0 {
-			out = append(out, s)
-			break
-		}
-		out = append(out, s[:i+1])
-		s = s[i+1:]
-	}
-	return out
-}
-
-// splitRunes splits s into pieces of at most n bytes without cutting a rune.
-func splitRunes(s string, n int) []string {
-	var out []string
-	for len(s) > n {
-		i := n
-		for i > 0 && !utf8.RuneStart(s[i]) {
-			i--
-		}
-		if i == 0 {
-			_, i = utf8.DecodeRuneInString(s)
-		}
-		out = append(out, s[:i])
-		s = s[i:]
-	}
-	if s != "" {
-		out = append(out, s)
-	}
-	return out
 }
 
 func estimateUsage(req Request, reply Reply) Usage {

@@ -3,8 +3,6 @@ package openai
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -20,17 +18,12 @@ var _ core.ModelChecker = (*Model)(nil)
 // the route may be missing or names be loose (llama.cpp takes any).
 func (m *Model) Check(ctx context.Context) error {
 	_, err := m.client.Models.Get(ctx, m.model, option.WithMaxRetries(0))
-	var apiErr *openai.Error
-	if errors.As(err, &apiErr) {
-		switch {
-		case apiErr.StatusCode == http.StatusUnauthorized || apiErr.StatusCode == http.StatusForbidden:
-			return core.ModelRefused("the API key was refused", m.wrap(err))
-		case apiErr.StatusCode == http.StatusNotFound && m.ownAPI:
-			return core.ModelRefused(fmt.Sprintf("no model named %q", m.model), m.wrap(err))
-		}
+	if err == nil {
+		return nil
 	}
-	if err != nil {
-		return m.wrap(err)
+	status := 0
+	if apiErr, ok := errors.AsType[*openai.Error](err); ok {
+		status = apiErr.StatusCode
 	}
-	return nil
+	return core.CheckFailure(status, m.ownAPI, m.model, m.wrap(err))
 }

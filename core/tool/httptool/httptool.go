@@ -103,7 +103,7 @@ func (c Config) validate() error {
 		return errors.New("timeout: must not be negative (0 means 30s)")
 	}
 	for name, value := range c.Headers {
-		if !validHeaderName(name) {
+		if !ValidHeaderName(name) {
 			return fmt.Errorf("headers: %q is not a valid header name", name)
 		}
 		switch http.CanonicalHeaderKey(name) {
@@ -336,7 +336,9 @@ func safeURL(u string) string {
 	return p.String()
 }
 
-func validHeaderName(s string) bool {
+// ValidHeaderName reports whether s is a valid HTTP header field name
+// (RFC 9110 token).
+func ValidHeaderName(s string) bool {
 	if s == "" {
 		return false
 	}

@@ -57,6 +57,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/tool/httptool"
 )
 
 // IdempotencyKeyMeta is the key under which a tool call's idempotency key
@@ -176,7 +177,7 @@ func (c Config) validate() error {
 			return errors.New("args, env and dir: only for a server with a command")
 		}
 		for name, value := range c.Headers {
-			if !validHeaderName(name) {
+			if !httptool.ValidHeaderName(name) {
 				return fmt.Errorf("headers: %q is not a valid header name", name)
 			}
 			if strings.ContainsAny(value, "\r\n\x00") {
@@ -696,22 +697,6 @@ func stripURLError(err error) error {
 		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
 	}
 	return err
-}
-
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 func version() string {
