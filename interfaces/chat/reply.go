@@ -284,10 +284,17 @@ func (p *Replies) files(ctx context.Context, evs []core.Event) ([]core.File, err
 	return out, nil
 }
 
+// ErrGone is an edit's failure because the message is no longer there
+// (deleted) or can no longer be edited (too old): Finalize posts anew.
+var ErrGone = errors.New("the message is gone")
+
 // Finalize makes a live message the first message of an answer, once: edit
 // runs unless the entry key says an earlier attempt did. An edit whose
-// outcome is unknown is made again (it cannot double anything).
-func Finalize(ctx context.Context, ob core.Outbox, clock core.Clock, key, ref string, edit func(context.Context) error) error {
+// outcome is unknown is made again (it cannot double anything). An edit
+// that fails with ErrGone (someone deleted the live message) is replaced by
+// post, so the answer is not lost.
+func Finalize(ctx context.Context, ob core.Outbox, clock core.Clock, key, ref string,
+	edit func(context.Context) error, post func(context.Context) (string, error)) error {
 	now := func() time.Time { return clock.Now().UTC() }
 	claimed, state, err := ob.ClaimSend(ctx, key, now())
 	if err != nil {
@@ -296,7 +303,11 @@ func Finalize(ctx context.Context, ob core.Outbox, clock core.Clock, key, ref st
 	if !claimed && state == core.SendSent {
 		return nil
 	}
-	if err := edit(ctx); err != nil { // left claimable: the edit can be made again
+	err = edit(ctx)
+	if errors.Is(err, ErrGone) {
+		ref, err = post(ctx)
+	}
+	if err != nil { // left claimable: the edit (or post) can be made again
 		return errors.Join(err, ob.SetSendState(ctx, key, core.SendFailed, "", now()))
 	}
 	return ob.SetSendState(ctx, key, core.SendSent, ref, now())

@@ -209,6 +209,26 @@ func TestLiveAnswerEdited(t *testing.T) {
 	}
 }
 
+// A live message someone deleted before the answer was ready: the answer
+// is posted anew, once, not lost.
+func TestDeletedLiveAnswerIsPostedAnew(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := newReplier(t, e)
+	run := e.chatRun(t)
+	l := r.Progress(run)
+	l.Delta("Hello")
+	if !e.fake.Wait(10*time.Second, func() bool { return len(e.fake.Messages(thread)) == 1 }) {
+		t.Fatalf("live message = %+v", e.fake.Messages(thread))
+	}
+	l.Close(core.ProgressFinished)
+	e.fake.Delete(e.fake.Messages(thread)[0].ID)
+	e.finish(t, r, run, "Hello world, done.") // twice: a retried job posts nothing again
+	if msgs := e.fake.Messages(thread); len(msgs) != 1 || msgs[0].Content != "Hello world, done." {
+		t.Errorf("messages = %+v, want the answer posted anew, once", msgs)
+	}
+}
+
 func TestCommandAnswerAfterTokenLife(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -2,6 +2,10 @@ package discord
 
 import (
 	"context"
+	"errors"
+	"fmt"
+
+	"github.com/bwmarrin/discordgo"
 
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/interfaces/chat"
@@ -24,7 +28,15 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 		var err error
 		if i == 0 && a.Live != "" { // the live message becomes the first part
 			err = chat.Finalize(ctx, n.outbox, n.clock, key+":0", a.Live, func(ctx context.Context) error {
-				return n.cfg.Client.Edit(ctx, channel, a.Live, Message{Content: part})
+				err := n.cfg.Client.Edit(ctx, channel, a.Live, Message{Content: part})
+				var rerr *discordgo.RESTError
+				if errors.As(err, &rerr) && rerr.Message != nil && rerr.Message.Code == discordgo.ErrCodeUnknownMessage {
+					n.log.Warn("discord live reply was deleted; posting the answer anew", "run", a.Run.ID)
+					return fmt.Errorf("%w: %w", chat.ErrGone, err)
+				}
+				return err
+			}, func(ctx context.Context) (string, error) {
+				return n.cfg.Client.Post(ctx, channel, Message{Content: part})
 			})
 		} else {
 			_, err = n.postOnce(ctx, key+":"+itoa(i), channel, Message{Content: part})

@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -69,33 +70,23 @@ func parseLiveRef(s string) (liveRef, bool) {
 // a post, an edit is made again when an earlier attempt's outcome is
 // unknown: it cannot double anything.
 func (c *Notifier) finalize(ctx context.Context, key string, b core.Binding, m liveRef, text string, blocks []slackapi.Block) error {
-	claimed, state, err := c.cfg.Store.ClaimSend(ctx, key, c.now())
-	if err != nil {
-		return err
-	}
-	if !claimed && state == core.SendSent {
-		return nil
-	}
-	if m.stream {
-		// Slack refuses to stop a stream that ended already (an earlier
-		// attempt, a pause, its own timeout): nothing to do then.
-		if err := c.cfg.Client.StopStream(ctx, b.Channel, m.ts, "", nil); err != nil && ctx.Err() != nil {
-			return err
+	return chat.Finalize(ctx, c.cfg.Store, c.clock, key, m.ts, func(ctx context.Context) error {
+		if m.stream {
+			// Slack refuses to stop a stream that ended already (an earlier
+			// attempt, a pause, its own timeout): nothing to do then.
+			if err := c.cfg.Client.StopStream(ctx, b.Channel, m.ts, "", nil); err != nil && ctx.Err() != nil {
+				return err
+			}
 		}
-	}
-	err = c.cfg.Client.Update(ctx, b.Channel, m.ts, text, blocks)
-	if refusedWith(err, "message_not_found", "cant_update_message") {
-		c.log.Warn("slack live reply cannot be edited; posting the answer anew", "run_key", key, "err", err)
-		if err := c.cfg.Store.SetSendState(ctx, key, core.SendFailed, "", c.now()); err != nil {
-			return err
+		err := c.cfg.Client.Update(ctx, b.Channel, m.ts, text, blocks)
+		if refusedWith(err, "message_not_found", "cant_update_message") {
+			c.log.Warn("slack live reply cannot be edited; posting the answer anew", "run_key", key, "err", err)
+			return fmt.Errorf("%w: %w", chat.ErrGone, err)
 		}
-		_, err = c.postOnce(ctx, key, b.Channel, b.Thread, text, blocks)
 		return err
-	}
-	if err != nil { // the edit can be made again: leave the key claimable
-		return errors.Join(err, c.cfg.Store.SetSendState(ctx, key, core.SendFailed, "", c.now()))
-	}
-	return c.cfg.Store.SetSendState(ctx, key, core.SendSent, m.ts, c.now())
+	}, func(ctx context.Context) (string, error) {
+		return c.cfg.Client.Post(ctx, b.Channel, b.Thread, text, blocks)
+	})
 }
 
 // refusedWith reports whether err is a refusal from Slack with one of codes.

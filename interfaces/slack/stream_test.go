@@ -430,3 +430,23 @@ func TestLiveReplyThroughTheEngine(t *testing.T) {
 	b.wantAnswer("Hello, **world**.")
 	b.wantCalls(0, "chat.postMessage")
 }
+
+// TestLiveReplyGoneIsPostedAnew: the live message can no longer be edited
+// (someone deleted it): the answer is posted anew, once, not lost.
+func TestLiveReplyGoneIsPostedAnew(t *testing.T) {
+	t.Parallel()
+	b := newLiveBench(t)
+	r := b.replier()
+	b.fake.Error("chat.startStream", "not_allowed_token_type", 1)
+	run := b.run()
+	l := b.show(r, run, "")
+	ts := b.thread()[0].TS
+	l.Close(core.ProgressFinished)
+	b.fake.Error("chat.update", "message_not_found", 1) // as if deleted (the fake keeps it: it shows below)
+	b.finish(r, run, "All **done**.")
+	b.finishAgain(r, run) // a retried job posts nothing again
+	msgs := b.thread()
+	if len(msgs) != 2 || msgs[0].TS != ts || msgs[1].Text != mrkdwnOf("All **done**.") {
+		t.Fatalf("thread = %+v, want the answer posted once after the message that could not be edited", msgs)
+	}
+}

@@ -75,7 +75,18 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 	} else {
 		live, _ := strconv.Atoi(a.Live)
 		parts := Split(text, MaxMessageLen)
-		if err := n.cfg.Client.Edit(ctx, chatID, live, Markdown(parts[0]), nil); err != nil {
+		err = chat.Finalize(ctx, n.outbox, n.clock, "telegram:"+key+":live", a.Live, func(ctx context.Context) error {
+			err := n.cfg.Client.Edit(ctx, chatID, live, Markdown(parts[0]), nil)
+			if gone(err) {
+				n.log.Warn("telegram live reply was deleted; posting the answer anew", "run", a.Run.ID, "err", err)
+				return fmt.Errorf("%w: %w", chat.ErrGone, err)
+			}
+			return err
+		}, func(ctx context.Context) (string, error) {
+			id, err := n.cfg.Client.Send(ctx, chatID, threadID(a.Binding.Thread), Markdown(parts[0]), nil)
+			return strconv.Itoa(id), err
+		})
+		if err != nil {
 			return err
 		}
 		err = n.DeliverResult(ctx, a.Binding, key+":rest", strings.Join(parts[1:], "\n"))
@@ -87,6 +98,13 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 		id, err := n.cfg.Client.SendFile(ctx, chatID, threadID(a.Binding.Thread), f.Name, f.MIME, f.Data, "")
 		return strconv.Itoa(id), err
 	})
+}
+
+// gone reports whether an edit failed because its message was deleted or
+// can no longer be edited.
+// (Edit calls through go-telegram/bot, whose errors carry the description.)
+func gone(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "message to edit not found") || strings.Contains(err.Error(), "message can't be edited"))
 }
 
 // DeliverResult implements routine.ChatDeliverer: text (Markdown) is posted

@@ -747,6 +747,27 @@ func TestLiveReplyIsEditedIntoTheAnswer(t *testing.T) {
 	}
 }
 
+// A live message someone deleted before the answer was ready: the answer
+// is posted anew, not lost.
+func TestDeletedLiveReplyIsPostedAnew(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "", 20*time.Millisecond)
+	body := strings.NewReplacer("5550001", "5550003", "815000001", "815000098").Replace(string(payload(t, "private_message.json")))
+	if code := e.post(t, secret, []byte(body)); code != http.StatusOK {
+		t.Fatalf("got %d", code)
+	}
+	waitFor(t, e.fake, "the live message", func() bool {
+		ms := messagesIn(e.fake, 5550003)
+		return len(ms) == 1 && ms[0].Text == "partial answer"
+	})
+	e.fake.Delete(5550003, messagesIn(e.fake, 5550003)[0].ID)
+	close(e.release)
+	waitFor(t, e.fake, "the answer posted anew", func() bool {
+		ms := messagesIn(e.fake, 5550003)
+		return len(ms) == 1 && ms[0].Text == `partial answer, and the rest\.`
+	})
+}
+
 func TestNewStartsFreshConversation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "")

@@ -110,6 +110,14 @@ func (s *Server) Calls() []Call {
 	return append([]Call(nil), s.calls...)
 }
 
+// Delete removes message id, as a user deleting it would.
+func (s *Server) Delete(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.messages, id)
+	s.order = slices.DeleteFunc(s.order, func(o string) bool { return o == id })
+}
+
 // Messages returns the messages posted in channel, oldest first, as they are now.
 func (s *Server) Messages(channel string) []Message {
 	s.mu.Lock()

@@ -117,6 +117,13 @@ func (s *Server) Messages() []Message {
 	return out
 }
 
+// Delete removes message id of chat, as a user deleting it would.
+func (s *Server) Delete(chat int64, id int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.messages = slices.DeleteFunc(s.messages, func(m *Message) bool { return m.ChatID == chat && m.ID == id })
+}
+
 // Answer returns the text a callback query was answered with.
 func (s *Server) Answer(id string) (string, bool) {
 	s.mu.Lock()
