@@ -19,9 +19,10 @@ import (
 // settings, and the command's own.
 type settings struct {
 	gw.Settings
-	logLevel string
-	downTo   int  // migrate only: revert to this schema version (-1 = no)
-	offline  bool // config check only: do not ask the model providers
+	logLevel  string
+	logFormat string
+	downTo    int  // migrate only: revert to this schema version (-1 = no)
+	offline   bool // config check only: do not ask the model providers
 }
 
 const serveHelp = `Usage: agentgate serve [flags]
@@ -35,6 +36,7 @@ Settings (a flag wins over its environment variable):
   --node-id NAME     AGENTGATE_NODE_ID     this process's name in run claims and leases
                                            (default "local" on SQLite, host-pid on PostgreSQL)
   --log-level LEVEL  AGENTGATE_LOG_LEVEL   debug, info (default), warn, error
+                     AGENTGATE_LOG_FORMAT  text (default: key=value lines) or json (one object a line)
                      AGENTGATE_SQLITE_SYNC full (default: a commit survives power loss) or normal
                      AGENTGATE_DATABASE_URL  PostgreSQL store, e.g. postgres://user:pw@host:5432/db
                                            (unset = SQLite in the data dir)
@@ -61,7 +63,7 @@ func parseSettings(name string, args []string, stderr io.Writer) (settings, erro
 		RedisURL:       os.Getenv("AGENTGATE_REDIS_URL"),
 		RedisPrefix:    os.Getenv("AGENTGATE_REDIS_PREFIX"),
 		Version:        version,
-	}, logLevel: envOr("AGENTGATE_LOG_LEVEL", "info")}
+	}, logLevel: envOr("AGENTGATE_LOG_LEVEL", "info"), logFormat: envOr("AGENTGATE_LOG_FORMAT", "text")}
 	for _, d := range []struct {
 		env string
 		to  *time.Duration
@@ -120,7 +122,7 @@ func prepare(name string, args []string, stderr io.Writer) (s settings, log *slo
 	if err != nil {
 		return s, nil, false, err
 	}
-	log, err = newLogger(s.logLevel, stderr)
+	log, err = newLogger(s.logLevel, s.logFormat, stderr)
 	return s, log, false, err
 }
 
@@ -131,12 +133,19 @@ func envOr(k, def string) string {
 	return def
 }
 
-func newLogger(level string, w io.Writer) (*slog.Logger, error) {
+func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, &usageError{fmt.Sprintf("log level: must be debug, info, warn or error, got %q", level)}
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, &usageError{fmt.Sprintf("AGENTGATE_LOG_FORMAT: must be text or json, got %q", format)}
 }
 
 func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
