@@ -33,7 +33,8 @@ const usage = `agentgate — a durable gateway between AI agents and the chat to
 Usage:
   agentgate serve [--config FILE] [--addr HOST:PORT] [--data-dir DIR]
   agentgate migrate [--down-to N] [--data-dir DIR]
-  agentgate config check [--config FILE]         load and validate the config, then exit
+  agentgate config check [--config FILE] [--offline]   validate the config and the model keys, then exit
+  agentgate backup [--data-dir DIR] FILE         copy the embedded store while it serves
   agentgate version
   agentgate chat AGENT [--session ID] [--user NAME]
   agentgate approvals list [--status pending|approved|denied|expired|cancelled|all]
@@ -65,6 +66,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return serve(ctx, rest, stdout, stderr)
 	case "migrate":
 		return migrate(ctx, rest, stdout, stderr)
+	case "backup":
+		return backupCmd(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "agentgate", buildVersion())
 		return nil
