@@ -18,6 +18,7 @@ const (
 	AuditRoutineEnable = "routine.enable"
 	AuditRoutineOff    = "routine.disable"
 	AuditTrigger       = "routine.trigger"
+	AuditJobRetry      = "job.retry"    // a dead-lettered job sent again
 	AuditKeyRefused    = "key.refused"  // a request with a missing or unknown API key
 	AuditForbidden     = "role.refused" // a key whose role or agents do not allow the request
 )

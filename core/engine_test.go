@@ -596,8 +596,11 @@ func TestModelFailingEveryAttemptFailsTheRun(t *testing.T) {
 	if !strings.Contains(done.Error, "gave up after 3 attempts") || !strings.Contains(done.Error, "401 invalid api key") {
 		t.Fatalf("error = %q", done.Error)
 	}
-	if n := len(m.requests()); n != 3 {
-		t.Fatalf("model calls = %d, want 3", n)
+	// 3 per job; the engine's start-up sweep (RequeueActive) may have given
+	// the run, created while the engine started, a second job, which stops
+	// once the first one's failure finished the run.
+	if n := len(m.requests()); n < 3 || n > 6 {
+		t.Fatalf("model calls = %d, want 3 (at most 6 with a second job from the start-up sweep)", n)
 	}
 }
 

@@ -61,6 +61,10 @@ type Queue interface {
 	Recover(ctx context.Context, consumer string) (int, error)
 	// DeadLetters lists dead-lettered jobs, oldest first.
 	DeadLetters(ctx context.Context, limit int) ([]Job, error)
+	// RetryDead makes the dead-lettered job id due now, its attempts
+	// counted anew, and returns it; ErrNotFound when no dead job has that
+	// id (never was, or was retried already).
+	RetryDead(ctx context.Context, id string) (Job, error)
 	// Depth counts jobs not yet acked (due, delayed and leased), not dead ones.
 	Depth(ctx context.Context) (int64, error)
 }

@@ -204,10 +204,11 @@ type failures struct {
 }
 
 func (f *failures) Fail(ctx context.Context, j core.Job, reason string, retryAfter time.Duration) (bool, error) {
-	f.mu.Lock()
+	dead, err := f.Queue.Fail(ctx, j, reason, retryAfter)
+	f.mu.Lock() // recorded once the retry is scheduled: the test moves the clock then
 	f.delays = append(f.delays, retryAfter)
 	f.mu.Unlock()
-	return f.Queue.Fail(ctx, j, reason, retryAfter)
+	return dead, err
 }
 
 func TestProviderRetryAfterDelaysTheStep(t *testing.T) {

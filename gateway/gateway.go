@@ -308,7 +308,7 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 		apiMetrics = nil // /metrics moves there
 	}
 	handler := api.New(api.Config{
-		Engine: eng, Store: db, Approvals: aps, Keys: keys, Logger: log, Metrics: apiMetrics, Routines: rt, Extra: extra,
+		Engine: eng, Store: db, Approvals: aps, Keys: keys, Logger: log, Metrics: apiMetrics, Routines: rt, Jobs: b.queue, Extra: extra,
 		Protected:    map[string]http.Handler{"/mcp": mcpHandler(ms, eng, db, aps, rt, keys, BuildVersion(s.Version), log)},
 		Ready:        ready,
 		AllowedHosts: cfg.Server.AllowedHosts, TrustedOrigins: cfg.Server.TrustedOrigins,

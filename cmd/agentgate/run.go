@@ -42,6 +42,7 @@ Usage:
   agentgate approvals deny ID [--reason TEXT]
   agentgate audit [--principal P] [--action A] [--target ID] [--route R] [--since TIME] [--limit N]
   agentgate runs show ID
+  agentgate jobs list|retry ID                   dead-lettered jobs (admin)
   agentgate routines list|run ID [INPUT]|enable ID|disable ID|history ID
   agentgate bench [--quick] [--markdown] [--replicas N] [--database-url URL --redis-url URL]
   agentgate bench slack-ingest [--quick] [--markdown] [--duration D] [--clients N]
@@ -68,6 +69,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return migrate(ctx, rest, stdout, stderr)
 	case "backup":
 		return backupCmd(ctx, rest, stdout, stderr)
+	case "jobs":
+		return jobsCmd(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "agentgate", buildVersion())
 		return nil

@@ -54,6 +54,9 @@ type Config struct {
 	MaxStreams, MaxStreamsPerKey int
 	// Routines serves /api/v1/routines; nil = no routine routes.
 	Routines Routines
+	// Jobs is the queue whose dead letters /api/v1/jobs lists and retries
+	// (admin); nil = no job routes.
+	Jobs core.Queue
 	// Extra are more routes by ServeMux pattern (e.g. "POST /slack/events"),
 	// outside /api/ and its API keys: they authenticate their own requests.
 	Extra map[string]http.Handler
@@ -104,6 +107,10 @@ func New(cfg Config) http.Handler {
 	api.HandleFunc("GET /api/v1/audit", s.need(admin, s.listAudit))
 	if cfg.Routines != nil {
 		s.routineRoutes(api)
+	}
+	if cfg.Jobs != nil {
+		api.HandleFunc("GET /api/v1/jobs", s.need(admin, s.listJobs))
+		api.HandleFunc("POST /api/v1/jobs/{id}/retry", s.need(admin, s.retryJob))
 	}
 	api.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s; see README for the API", r.Method, r.URL.Path))

@@ -61,7 +61,7 @@ func newFuzzAPI(f *testing.F) *fuzzAPI {
 		<-done
 		db.Close()
 	})
-	a := &fuzzAPI{h: api.New(api.Config{Engine: eng, Store: db, Approvals: aps, Logger: log, Routines: rt,
+	a := &fuzzAPI{h: api.New(api.Config{Engine: eng, Store: db, Approvals: aps, Logger: log, Routines: rt, Jobs: db,
 		MaxWait: 2 * time.Second, PollInterval: 20 * time.Millisecond})}
 	w := a.serve(f.Context(), "POST", "/api/v1/agents/demo/runs", "wait=true", []byte(`{"input":"deploy web to staging"}`))
 	var paused api.RunView
@@ -161,7 +161,7 @@ func FuzzAPIBodies(f *testing.F) {
 var queryRoutes = []string{
 	"/api/v1/sessions", "/api/v1/approvals", "/api/v1/audit", "/api/v1/routines", "/api/v1/agents",
 	"/api/v1/sessions/ID/runs", "/api/v1/runs/ID/events", "/api/v1/routines/ID/runs",
-	"/api/v1/runs/ID", "/api/v1/sessions/ID", "/api/v1/approvals/ID", "/api/v1/routines/ID",
+	"/api/v1/runs/ID", "/api/v1/sessions/ID", "/api/v1/approvals/ID", "/api/v1/routines/ID", "/api/v1/jobs",
 }
 
 // FuzzAPIQueries sends fuzzed query strings (cursor, limit, status, since,

@@ -219,6 +219,26 @@ func (db *DB) DeadLetters(ctx context.Context, limit int) ([]core.Job, error) {
 	return jobs, nil
 }
 
+// RetryDead makes a dead-lettered job due now with its attempts counted
+// anew; see core.Queue.
+func (db *DB) RetryDead(ctx context.Context, id string) (core.Job, error) {
+	j, err := db.scanJob(db.pool.QueryRow(ctx, `UPDATE jobs SET dead_at = NULL, attempt = 0, visible_at = $1
+		WHERE id = $2 AND dead_at IS NOT NULL RETURNING `+jobColumns, db.opts.Clock.Now(), id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = core.ErrNotFound
+	}
+	if err != nil {
+		return core.Job{}, fmt.Errorf("retry dead job %s: %w", id, err)
+	}
+	// Wake waiting consumers here and on other replicas (best effort: they
+	// also poll).
+	if _, err := db.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, db.opts.Schema); err != nil {
+		db.opts.Logger.Debug("notify retried job", "job", id, "err", err)
+	}
+	db.wake()
+	return j, nil
+}
+
 // Depth counts jobs not yet acked and not dead; see core.Queue.
 func (db *DB) Depth(ctx context.Context) (int64, error) {
 	var n int64

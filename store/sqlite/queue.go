@@ -375,6 +375,29 @@ func (db *DB) DeadLetters(ctx context.Context, limit int) ([]core.Job, error) {
 	return jobs, nil
 }
 
+// RetryDead makes a dead-lettered job due now with its attempts counted
+// anew; see core.Queue.
+func (db *DB) RetryDead(ctx context.Context, id string) (core.Job, error) {
+	var j core.Job
+	err := db.tx(ctx, func(tx *txn) error {
+		res, err := tx.ExecContext(ctx, `UPDATE jobs SET dead_at = NULL, attempt = 0, visible_at = ?
+			WHERE id = ? AND dead_at IS NOT NULL`, db.opts.Clock.Now().UnixNano(), id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return core.ErrNotFound
+		}
+		j, err = db.scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+		return err
+	})
+	if err != nil {
+		return core.Job{}, fmt.Errorf("retry dead job %s: %w", id, err)
+	}
+	db.wake()
+	return j, nil
+}
+
 // Depth counts jobs not yet acked and not dead; see core.Queue.
 func (db *DB) Depth(ctx context.Context) (int64, error) {
 	var n int64

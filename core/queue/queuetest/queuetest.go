@@ -125,6 +125,7 @@ func Run(t *testing.T, newQueue NewQueue) {
 		{"ExpiredLeaseDeadLetterKeepsLastError", testExpiredLeaseDeadLetterKeepsLastError},
 		{"PerJobMaxAttempts", testPerJobMaxAttempts},
 		{"DeadLettersOrderAndLimit", testDeadLettersOrderAndLimit},
+		{"RetryDead", testRetryDead},
 		{"KeyCoalescesWaiting", testKeyCoalescesWaiting},
 		{"KeyCoalesceMovesEarlier", testKeyCoalesceMovesEarlier},
 		{"KeyNotCoalescedWhileDelivered", testKeyNotCoalescedWhileDelivered},
@@ -816,6 +817,45 @@ func testDeadLettersOrderAndLimit(t *testing.T, h *harness) {
 	got = h.deadLetters(2)
 	if len(got) != 2 || string(got[0].Payload) != string(payload(1)) || string(got[1].Payload) != string(payload(2)) {
 		t.Errorf("DeadLetters(2) = %+v, want jobs 1 and 2", got)
+	}
+}
+
+func testRetryDead(t *testing.T, h *harness) {
+	h.enqueue(core.Job{Kind: "test", Payload: payload(1), MaxAttempts: 2})
+	j := h.nextPayload("c1", payload(1))
+	h.fail(j, "slack down", 0)
+	h.clock.Advance(time.Hour)
+	if !h.fail(h.nextPayload("c1", payload(1)), "slack still down", 0) {
+		t.Fatal("job 1 not dead-lettered on its last attempt")
+	}
+	h.enqueue(core.Job{Kind: "test", Payload: payload(2), MaxAttempts: 1})
+	if !h.fail(h.nextPayload("c1", payload(2)), "boom", 0) {
+		t.Fatal("job 2 not dead-lettered")
+	}
+	h.depth(0)
+	if _, err := h.q.RetryDead(t.Context(), "job_nope"); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("RetryDead of an unknown id: err = %v, want ErrNotFound", err)
+	}
+	if _, err := h.q.RetryDead(t.Context(), h.deadLetters(0)[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if dl := h.deadLetters(0); len(dl) != 1 || string(dl[0].Payload) != string(payload(2)) {
+		t.Fatalf("dead letters after the retry = %+v, want only job 2", dl)
+	}
+	h.depth(1)
+	// Due at once, with its attempts counted anew: it gets its two again.
+	again := h.nextPayload("c1", payload(1))
+	if again.ID != j.ID || again.Attempt != 1 || again.Kind != "test" {
+		t.Fatalf("retried job = %+v, want %s on attempt 1", again, j.ID)
+	}
+	if h.fail(again, "once more", 0) {
+		t.Fatal("the retried job died on its first attempt again")
+	}
+	h.clock.Advance(time.Hour)
+	h.ack(h.nextPayload("c1", payload(1)))
+	h.depth(0)
+	if _, err := h.q.RetryDead(t.Context(), j.ID); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("RetryDead of a job no longer dead: err = %v, want ErrNotFound", err)
 	}
 }
 

@@ -480,6 +480,34 @@ func (q *Queue) DeadLetters(ctx context.Context, limit int) ([]core.Job, error) 
 	return jobs, nil
 }
 
+// RetryDead enqueues the dead-lettered job id again, due now with its
+// attempts counted anew, then removes it from the dead letters; see
+// core.Queue. A crash between the two leaves it in both: a second retry
+// enqueues it again (jobs are idempotent).
+func (q *Queue) RetryDead(ctx context.Context, id string) (core.Job, error) {
+	msgs, err := q.client.XRange(ctx, q.keys.dead, "-", "+").Result()
+	if err != nil {
+		return core.Job{}, fmt.Errorf("retry dead job %s: %w", id, err)
+	}
+	for _, m := range msgs {
+		s, _ := m.Values["job"].(string)
+		j, err := q.decode(s)
+		if err != nil || j.ID != id {
+			continue
+		}
+		again := core.Job{ID: j.ID, Kind: j.Kind, Key: j.Key, Payload: j.Payload, MaxAttempts: j.MaxAttempts}
+		if err := q.Enqueue(ctx, again); err != nil {
+			return core.Job{}, fmt.Errorf("retry dead job %s: %w", id, err)
+		}
+		if err := q.client.XDel(ctx, q.keys.dead, m.ID).Err(); err != nil {
+			return core.Job{}, fmt.Errorf("retry dead job %s: %w", id, err)
+		}
+		again.RunAt, again.CreatedAt, again.LastError = q.opts.Clock.Now(), j.CreatedAt, j.LastError
+		return again, nil
+	}
+	return core.Job{}, fmt.Errorf("retry dead job %s: %w", id, core.ErrNotFound)
+}
+
 // Depth counts jobs not yet acked and not dead (delayed, due and leased);
 // see core.Queue.
 func (q *Queue) Depth(ctx context.Context) (int64, error) {
