@@ -36,6 +36,7 @@ Usage:
   agentgate config check [--config FILE] [--offline]   validate the config and the model keys, then exit
   agentgate backup [--data-dir DIR] FILE         copy the embedded store while it serves
   agentgate version
+  agentgate health [--url URL]                   exit 0 when the gateway answers /readyz (a HEALTHCHECK)
   agentgate chat AGENT [--session ID] [--user NAME]
   agentgate approvals list [--status pending|approved|denied|expired|cancelled|all]
   agentgate approvals approve ID [--reason TEXT]
@@ -71,6 +72,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return backupCmd(ctx, rest, stdout, stderr)
 	case "jobs":
 		return jobsCmd(ctx, rest, stdout, stderr)
+	case "health":
+		return healthCmd(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "agentgate", buildVersion())
 		return nil
