@@ -37,6 +37,7 @@ Usage:
   agentgate backup [--data-dir DIR] FILE         copy the embedded store while it serves
   agentgate version
   agentgate health [--url URL]                   exit 0 when the gateway answers /readyz (a HEALTHCHECK)
+  agentgate doctor [--json]                      check the config, keys, tokens, store and Redis, then exit
   agentgate chat AGENT [--session ID] [--user NAME]
   agentgate approvals list [--status pending|approved|denied|expired|cancelled|all]
   agentgate approvals approve ID [--reason TEXT]
@@ -74,6 +75,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return jobsCmd(ctx, rest, stdout, stderr)
 	case "health":
 		return healthCmd(ctx, rest, stdout, stderr)
+	case "doctor":
+		return doctorCmd(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "agentgate", buildVersion())
 		return nil
