@@ -2,6 +2,8 @@ package chat
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 
 	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
@@ -51,4 +53,34 @@ type RoutineRunner interface {
 	List(ctx context.Context, f core.RoutineFilter) (core.Page[core.Routine], error)
 	Get(ctx context.Context, id string) (core.Routine, error)
 	TriggerIn(ctx context.Context, m core.ManualFire) (core.Run, error)
+}
+
+// NotifierStore is what a platform's notifier reads and records: the
+// approvals its cards show and the outbox its messages go through once.
+type NotifierStore interface {
+	GetApproval(ctx context.Context, id string) (core.Approval, error)
+	core.Outbox
+}
+
+// NotifierConfig configures a platform's notifier; C is its API client.
+type NotifierConfig[C any] struct {
+	Store  NotifierStore // required
+	Client C             // required
+	Clock  core.Clock
+	Logger *slog.Logger
+}
+
+// NotifierDefaults checks what a platform's notifier needs (a store, a
+// client) and fills the clock and logger left nil.
+func NotifierDefaults(platform string, store NotifierStore, client bool, clock *core.Clock, log **slog.Logger) error {
+	if store == nil || !client {
+		return fmt.Errorf("%s: the notifier needs a store and a client", platform)
+	}
+	if *clock == nil {
+		*clock = core.SystemClock{}
+	}
+	if *log == nil {
+		*log = slog.New(slog.DiscardHandler)
+	}
+	return nil
 }

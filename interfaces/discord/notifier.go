@@ -2,26 +2,16 @@ package discord
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
 // NotifierStore is what the notifier reads and records.
-type NotifierStore interface {
-	GetApproval(ctx context.Context, id string) (core.Approval, error)
-	core.Outbox
-}
+type NotifierStore = chat.NotifierStore
 
 // NotifierConfig configures a Notifier.
-type NotifierConfig struct {
-	Store  NotifierStore // required
-	Client *Client       // required
-	Clock  core.Clock
-	Logger *slog.Logger
-}
+type NotifierConfig = chat.NotifierConfig[*Client]
 
 // Notifier posts what the engine has to say in Discord: runs' answers, live
 // while they are written and split at 2,000 characters (chat.Platform),
@@ -37,14 +27,8 @@ type Notifier struct {
 
 // NewNotifier checks cfg and returns the notifier.
 func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
-	if cfg.Store == nil || cfg.Client == nil {
-		return nil, errors.New("discord: the notifier needs a store and a client")
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = core.SystemClock{}
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	if err := chat.NotifierDefaults("discord", cfg.Store, cfg.Client != nil, &cfg.Clock, &cfg.Logger); err != nil {
+		return nil, err
 	}
 	return &Notifier{cfg: cfg, sender: sender{outbox: cfg.Store, client: cfg.Client, clock: cfg.Clock, log: cfg.Logger}}, nil
 }

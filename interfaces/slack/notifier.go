@@ -2,7 +2,6 @@ package slack
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -14,10 +13,7 @@ import (
 )
 
 // NotifierStore is what the notifier reads and records.
-type NotifierStore interface {
-	GetApproval(ctx context.Context, id string) (core.Approval, error)
-	core.Outbox
-}
+type NotifierStore = chat.NotifierStore
 
 // NotifierConfig configures Cards.
 type NotifierConfig struct {
@@ -52,14 +48,8 @@ var (
 
 // NewNotifier checks cfg and returns the renderer.
 func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
-	if cfg.Store == nil || cfg.Client == nil {
-		return nil, errors.New("slack: approval cards need a store and a client")
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = core.SystemClock{}
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	if err := chat.NotifierDefaults("slack", cfg.Store, cfg.Client != nil, &cfg.Clock, &cfg.Logger); err != nil {
+		return nil, err
 	}
 	return &Notifier{cfg: cfg, sender: sender{outbox: cfg.Store, client: cfg.Client, clock: cfg.Clock, log: cfg.Logger}}, nil
 }

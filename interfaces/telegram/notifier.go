@@ -2,9 +2,7 @@ package telegram
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,19 +13,11 @@ import (
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
-// NotifierStore is what the notifier reads and records; core.Store is one.
-type NotifierStore interface {
-	GetApproval(ctx context.Context, id string) (core.Approval, error)
-	core.Outbox
-}
+// NotifierStore is what the notifier reads and records.
+type NotifierStore = chat.NotifierStore
 
 // NotifierConfig configures a Notifier.
-type NotifierConfig struct {
-	Store  NotifierStore // required
-	Client *Client       // required
-	Clock  core.Clock
-	Logger *slog.Logger
-}
+type NotifierConfig = chat.NotifierConfig[*Client]
 
 // Notifier posts in Telegram what the engine has to say: finished runs'
 // answers (split at 4,096 characters, MarkdownV2-escaped), approval cards
@@ -42,14 +32,8 @@ type Notifier struct {
 
 // NewNotifier checks cfg and returns the notifier.
 func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
-	if cfg.Store == nil || cfg.Client == nil {
-		return nil, errors.New("telegram: notifier needs a store and a client")
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = core.SystemClock{}
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	if err := chat.NotifierDefaults("telegram", cfg.Store, cfg.Client != nil, &cfg.Clock, &cfg.Logger); err != nil {
+		return nil, err
 	}
 	return &Notifier{cfg: cfg, sender: sender{outbox: cfg.Store, client: cfg.Client, clock: cfg.Clock, log: cfg.Logger}}, nil
 }
