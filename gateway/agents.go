@@ -150,15 +150,7 @@ const checkTimeout = 5 * time.Second
 // refusal ("agents.ops.model: openai/gpt-4o-mini: refused: the API key was
 // refused: …") and one warning per provider it could not ask.
 func (b *builtAgents) checkModels(ctx context.Context) (problems, warnings []string) {
-	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
-	defer cancel()
-	errs := make([]error, len(b.checks))
-	var wg sync.WaitGroup
-	for i, c := range b.checks {
-		wg.Go(func() { errs[i] = c.model.Check(ctx) })
-	}
-	wg.Wait()
-	for i, err := range errs {
+	for i, err := range b.askProviders(ctx) {
 		c := b.checks[i]
 		switch {
 		case err == nil:
@@ -169,6 +161,20 @@ func (b *builtAgents) checkModels(ctx context.Context) (problems, warnings []str
 		}
 	}
 	return problems, warnings
+}
+
+// askProviders checks every model at once, for at most checkTimeout;
+// errs[i] is b.checks[i]'s answer.
+func (b *builtAgents) askProviders(ctx context.Context) []error {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	errs := make([]error, len(b.checks))
+	var wg sync.WaitGroup
+	for i, c := range b.checks {
+		wg.Go(func() { errs[i] = c.model.Check(ctx) })
+	}
+	wg.Wait()
+	return errs
 }
 
 // buildMCP returns the tool set of one configured MCP server: its tools

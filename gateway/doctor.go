@@ -87,10 +87,8 @@ func doctorModels(ctx context.Context, cfg *config.Config) []Check {
 	}
 	defer built.close()
 	var out []Check
-	for _, c := range built.checks {
-		cctx, cancel := context.WithTimeout(ctx, doctorTimeout)
-		err := c.model.Check(cctx)
-		cancel()
+	for i, err := range built.askProviders(ctx) {
+		c := built.checks[i]
 		ch := Check{Name: "model " + c.path, Status: CheckOK, Detail: c.name + ": key accepted, model known"}
 		switch {
 		case errors.Is(err, core.ErrModelRefused):

@@ -33,8 +33,6 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprint(stdout, doctorHelp)
 		return nil
 	}
-	asJSON := slices.Contains(args, "--json")
-	args = slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == "--json" })
 	s, err := parseSettings("doctor", args, stderr)
 	if err != nil {
 		return err
@@ -47,7 +45,7 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			failed++
 		}
 	}
-	if asJSON {
+	if s.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(checks); err != nil {

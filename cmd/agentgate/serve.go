@@ -21,8 +21,10 @@ type settings struct {
 	gw.Settings
 	logLevel  string
 	logFormat string
-	downTo    int  // migrate only: revert to this schema version (-1 = no)
-	offline   bool // config check only: do not ask the model providers
+	downTo    int      // migrate only: revert to this schema version (-1 = no)
+	offline   bool     // config check only: do not ask the model providers
+	json      bool     // doctor only: print JSON
+	args      []string // backup only: the positional arguments
 }
 
 const serveHelp = `Usage: agentgate serve [flags]
@@ -98,8 +100,11 @@ func parseSettings(name string, args []string, stderr io.Writer) (settings, erro
 				"--down-to N reverts a PostgreSQL schema to version N (SQLite migrates only up).\n")
 		}
 	}
-	if name == "config check" {
+	switch name {
+	case "config check":
 		fs.BoolVar(&s.offline, "offline", false, "do not ask the model providers")
+	case "doctor":
+		fs.BoolVar(&s.json, "json", false, "print the checks as JSON")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -107,7 +112,7 @@ func parseSettings(name string, args []string, stderr io.Writer) (settings, erro
 		}
 		return s, &usageError{err.Error()}
 	}
-	if fs.NArg() > 0 {
+	if s.args = fs.Args(); len(s.args) > 0 && name != "backup" {
 		return s, &usageError{fmt.Sprintf("%s takes no arguments, got %q", name, fs.Args())}
 	}
 	return s, nil
