@@ -14,11 +14,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/config"
 	"github.com/agentgate/agentgate/core/hub/pghub"
 	"github.com/agentgate/agentgate/core/hub/redishub"
 	"github.com/agentgate/agentgate/core/lease"
 	"github.com/agentgate/agentgate/core/queue/redisstream"
 	"github.com/agentgate/agentgate/core/queue/relay"
+	"github.com/agentgate/agentgate/core/retention"
 	"github.com/agentgate/agentgate/store/blobdir"
 	"github.com/agentgate/agentgate/store/postgres"
 	"github.com/agentgate/agentgate/store/sqlite"
@@ -32,6 +34,7 @@ type storeDB interface {
 	core.RoutineStore
 	core.Outbox
 	core.Inbox
+	core.Pruner
 	lease.Store
 	relay.Keeper
 	SchemaVersion(ctx context.Context) (int, error)
@@ -61,6 +64,9 @@ type backend struct {
 	// blobs keeps attachments: the blobs table on PostgreSQL, the data
 	// dir's blobs/ directory embedded.
 	blobs core.Blobs
+	// pruners remove what retention no longer keeps: the store, and Redis's
+	// dead letters.
+	pruners []core.Pruner
 }
 
 // redisTrips is a go-redis hook counting round trips: one per command, one
@@ -130,7 +136,8 @@ func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, e
 	if closeDB == nil {
 		closeDB = db.Close
 	}
-	b := &backend{db: db, queue: db, close: closeDB, desc: desc, janitor: janitor, blobs: blobs}
+	b := &backend{db: db, queue: db, close: closeDB, desc: desc, janitor: janitor, blobs: blobs,
+		pruners: []core.Pruner{db}}
 	if s.RedisURL == "" {
 		if pg, ok := db.(*postgres.DB); ok {
 			b.hub = func(hub *core.Hub) func(context.Context) error {
@@ -166,6 +173,7 @@ func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, e
 		db.Close()
 		return nil, err
 	}
+	b.pruners = append(b.pruners, q)
 	b.queue = relay.Receipts(q, db, log) // jobs other than runs stay in PostgreSQL until handled
 	b.hub = func(hub *core.Hub) func(context.Context) error {
 		return redishub.Bridge(client, cmp.Or(s.RedisPrefix, "default"), hub, log)
@@ -174,4 +182,10 @@ func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, e
 	b.close = func() error { return errors.Join(client.Close(), db.Close()) }
 	b.desc += " + redis streams " + opt.Addr
 	return b, nil
+}
+
+// newRetention prunes b's store, and its queue when that is not the store.
+func newRetention(r config.Retention, b *backend, clock core.Clock, log *slog.Logger, pruned func(core.Prunable, int)) *retention.Pruner {
+	return retention.New(retention.Config{Keep: r.Keep(), Targets: b.pruners, Every: r.Every, Batch: r.Batch,
+		Clock: clock, Logger: log, Pruned: pruned})
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/agentgate/agentgate/core/config"
 	"github.com/agentgate/agentgate/core/lease"
 	"github.com/agentgate/agentgate/core/metrics"
+	"github.com/agentgate/agentgate/core/retention"
 	"github.com/agentgate/agentgate/core/routine"
 	"github.com/agentgate/agentgate/interfaces/api"
 	ichat "github.com/agentgate/agentgate/interfaces/chat"
@@ -118,6 +119,7 @@ const (
 	leaseTTL          = 15 * time.Second
 	leaseApprovals    = "approvals-expiry"
 	leaseRoutineTicks = "routine-scheduler"
+	leaseRetention    = "retention"
 )
 
 // Gateway is one agentgate server, built and listening; Start serves it.
@@ -128,6 +130,7 @@ type Gateway struct {
 	eng    *core.Engine
 	aps    *approval.Service
 	rt     *routine.Scheduler
+	prune  *retention.Pruner
 	agents int
 	auth   string // how the API authenticates, for the start line
 
@@ -220,6 +223,7 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 		return nil, err
 	}
 	m := metrics.New(db, b.queue, log)
+	prune := newRetention(cfg.Retention, b, clock, log, m.Pruned)
 	jobs := core.NewJobRouter(core.LogJobs(log, m)) // every kind once, with its log fields and metrics
 	if err := jobs.HandleAll(rt.Handlers()); err != nil {
 		return nil, err
@@ -332,7 +336,7 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 		auth = fmt.Sprintf("%d API key(s)", len(keys))
 	}
 	return &Gateway{
-		s: s, log: log, b: b, eng: eng, aps: aps, rt: rt, agents: len(agents), auth: auth,
+		s: s, log: log, b: b, eng: eng, aps: aps, rt: rt, prune: prune, agents: len(agents), auth: auth,
 		// Headers must arrive within 10s and fit in 64 KiB; an idle
 		// keep-alive connection is closed after 2 minutes. Bodies are
 		// bounded per route (webhooks: 15s and 1 MiB, see webhookLimits);
@@ -385,6 +389,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	singleton(leaseApprovals, g.aps.Start)
 	singleton(leaseRoutineTicks, g.rt.Start)
+	if g.prune.Enabled() {
+		singleton(leaseRetention, g.prune.Start)
+	}
 	for _, svc := range g.b.services {
 		wg.Go(func() { errc <- svc(runCtx) })
 	}

@@ -36,6 +36,8 @@ type Config struct {
 	// MCPServers are MCP servers whose tools agents may call, by name
 	// (see mcp.go).
 	MCPServers map[string]MCPServer `yaml:"mcp_servers"`
+	// Retention says how long finished work is kept (see retention.go).
+	Retention Retention `yaml:"retention"`
 }
 
 // Server holds settings that may also come from flags and the environment;
@@ -404,6 +406,7 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 	p = append(p, c.validateTelegram()...)
 	p = append(p, c.validateDiscord()...)
 	p = append(p, c.validateEgress()...)
+	p = append(p, c.validateRetention()...)
 	if len(p) > 0 {
 		return &Error{Problems: problems(p)}
 	}

@@ -25,6 +25,7 @@ type Metrics struct {
 	resume    prometheus.Histogram
 	jobs      *prometheus.CounterVec
 	jobTime   *prometheus.HistogramVec
+	pruned    *prometheus.CounterVec
 	store     *storeCollector
 }
 
@@ -81,9 +82,12 @@ func New(store Counter, queue Depther, log *slog.Logger) *Metrics {
 			Help:    "Time a job other than a run step took to handle, by kind.",
 			Buckets: []float64{.001, .005, .025, .1, .25, 1, 2.5, 10, 30},
 		}, []string{"kind"}),
+		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentgate_pruned_total", Help: "Items retention removed, by kind (runs, inbox, outbox, dead_jobs, audit).",
+		}, []string{"what"}),
 	}
 	m.store = &storeCollector{store: store, queue: queue, log: log, now: time.Now}
-	m.reg.MustRegister(m.finished, m.decisions, m.resume, m.jobs, m.jobTime,
+	m.reg.MustRegister(m.finished, m.decisions, m.resume, m.jobs, m.jobTime, m.pruned,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), m.store)
 	if c, ok := store.(Committer); ok {
 		m.reg.MustRegister(
@@ -127,6 +131,11 @@ func (m *Metrics) JobDone(kind string, took time.Duration, err error) {
 	}
 	m.jobs.WithLabelValues(kind, outcome).Inc()
 	m.jobTime.WithLabelValues(kind).Observe(took.Seconds())
+}
+
+// Pruned counts what retention removed.
+func (m *Metrics) Pruned(what core.Prunable, n int) {
+	m.pruned.WithLabelValues(string(what)).Add(float64(n))
 }
 
 // ApprovalDecided counts a decision.

@@ -16,7 +16,7 @@ import (
 )
 
 // latest is the newest migration in migrations/.
-const latest = 10
+const latest = 11
 
 // tablesAt are the tables of the schema at each version.
 var tablesAt = [latest + 1][]string{
@@ -31,6 +31,7 @@ var tablesAt = [latest + 1][]string{
 	8:  {"approvals", "audit", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
 	9:  {"approvals", "audit", "blobs", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
 	10: {"approvals", "audit", "blobs", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
+	11: {"approvals", "audit", "blobs", "inbox", "jobs", "leases", "outbox", "routine_history", "routines", "run_events", "runs", "schema_migrations", "sessions"},
 }
 
 func wantVersion(t *testing.T, db *postgres.DB, want int) {

@@ -70,6 +70,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Harness) {
 		{"DecideApprovalAudit", testDecideApprovalAudit},
 		{"CancelRunAudit", testCancelRunAudit},
 		{"AuditList", testAuditList},
+		{"PruneRuns", testPruneRuns},
+		{"PruneRest", testPruneRest},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -126,6 +126,7 @@ func Run(t *testing.T, newQueue NewQueue) {
 		{"PerJobMaxAttempts", testPerJobMaxAttempts},
 		{"DeadLettersOrderAndLimit", testDeadLettersOrderAndLimit},
 		{"RetryDead", testRetryDead},
+		{"PruneDeadLetters", testPruneDeadLetters},
 		{"KeyCoalescesWaiting", testKeyCoalescesWaiting},
 		{"KeyCoalesceMovesEarlier", testKeyCoalesceMovesEarlier},
 		{"KeyNotCoalescedWhileDelivered", testKeyNotCoalescedWhileDelivered},
@@ -856,6 +857,40 @@ func testRetryDead(t *testing.T, h *harness) {
 	h.depth(0)
 	if _, err := h.q.RetryDead(t.Context(), j.ID); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("RetryDead of a job no longer dead: err = %v, want ErrNotFound", err)
+	}
+}
+
+// testPruneDeadLetters: retention removes the jobs that died before its
+// cutoff (by the queue's clock), oldest first and at most its limit; jobs
+// that wait and younger dead letters stay.
+func testPruneDeadLetters(t *testing.T, h *harness) {
+	p, ok := h.q.(core.Pruner)
+	if !ok {
+		t.Skip("queue does not prune")
+	}
+	prune := func(before time.Time, limit, want int) {
+		t.Helper()
+		if n, err := p.Prune(t.Context(), core.PruneDeadJobs, before, limit); err != nil || n != want {
+			t.Fatalf("Prune(dead jobs before %s, limit %d) = %d, %v; want %d", before.Sub(Start), limit, n, err, want)
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		h.enqueue(core.Job{Kind: "test", Payload: payload(i), MaxAttempts: 1})
+		if !h.fail(h.nextPayload("c1", payload(i)), "boom", 0) {
+			t.Fatalf("job %d not dead-lettered", i)
+		}
+		h.clock.Advance(time.Hour)
+	}
+	h.enqueue(core.Job{Kind: "test", Payload: payload(4)})
+	prune(Start, 10, 0) // none died before the start
+	prune(Start.Add(2*time.Hour), 1, 1)
+	prune(Start.Add(2*time.Hour), 10, 1)
+	if dl := h.deadLetters(0); len(dl) != 1 || string(dl[0].Payload) != string(payload(3)) {
+		t.Fatalf("dead letters after pruning those that died in the first two hours = %+v, want job 3", dl)
+	}
+	h.depth(1)
+	if _, err := p.Prune(t.Context(), core.PruneDeadJobs, Start, 0); err == nil {
+		t.Error("Prune with limit 0: no error")
 	}
 }
 

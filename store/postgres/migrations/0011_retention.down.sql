@@ -1,0 +1,3 @@
+DROP INDEX outbox_updated;
+DROP INDEX inbox_processed;
+DROP INDEX runs_finished;
