@@ -75,6 +75,11 @@ Flags:
   --server-bin PATH    the agentgate binary to run (default: this one)
   --model-delay D      the fake model waits D before each answer (e.g. 20ms),
                        to see the gateway's overhead over a model's own time
+  --data-dir DIR       the embedded server's data dir (default: a new temp
+                       dir); a dir kept from an earlier bench keeps its runs
+  --retention-runs D   retention.runs D in the servers' config (every 1s):
+                       runs finished more than D ago are pruned while the
+                       bench runs; /metrics' agentgate_pruned_total is reported
 
 The runs phase also reports the servers' CPU (user + system, /proc/PID/stat)
 per completed run and, from their /metrics, the embedded store's commits and
@@ -98,6 +103,8 @@ type benchOptions struct {
 	workers     int
 	serverBin   string
 	modelDelay  time.Duration
+	dataDir     string
+	retainRuns  time.Duration
 	command     string   // the command line, for the report
 	env         []string // more environment for the servers (KEY=value)
 }
@@ -158,6 +165,8 @@ func parseBenchOptions(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.IntVar(&o.workers, "workers", 0, "server.workers")
 	fs.StringVar(&o.serverBin, "server-bin", "", "agentgate binary")
 	fs.DurationVar(&o.modelDelay, "model-delay", 0, "fake model delay")
+	fs.StringVar(&o.dataDir, "data-dir", "", "embedded data dir")
+	fs.DurationVar(&o.retainRuns, "retention-runs", 0, "retention.runs")
 	set, err := benchParseFlags(fs, args)
 	if err != nil {
 		return o, err
@@ -185,6 +194,10 @@ func parseBenchOptions(args []string, stderr io.Writer) (benchOptions, error) {
 		return o, &UsageError{fmt.Sprintf("--concurrency: must be at least 1, got %d", o.concurrency)}
 	case o.modelDelay < 0:
 		return o, &UsageError{fmt.Sprintf("--model-delay: must not be negative, got %s", o.modelDelay)}
+	case o.dataDir != "" && (o.replicas > 1 || !o.embedded()):
+		return o, &UsageError{"--data-dir: the embedded store of one server only (no --replicas, no --database-url)"}
+	case o.retainRuns < 0:
+		return o, &UsageError{fmt.Sprintf("--retention-runs: must not be negative, got %s", o.retainRuns)}
 	case o.workers < 0:
 		return o, &UsageError{fmt.Sprintf("--workers: must not be negative, got %d", o.workers)}
 	}
@@ -271,7 +284,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	progress := func(format string, a ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", a...) }
 	progress("starting %d %s server(s) from %s", o.replicas, o.mode(), o.serverBin)
-	reps, err := startBenchReplicas(ctx, o, benchConfig(modelURL, toolSrv.URL+"/deploy", o.workers), tmp)
+	cfg := benchConfig(modelURL, toolSrv.URL+"/deploy", o.workers)
+	if o.retainRuns > 0 {
+		cfg += fmt.Sprintf("retention: {runs: %s, every: 1s}\n", o.retainRuns)
+	}
+	reps, err := startBenchReplicas(ctx, o, cfg, tmp)
 	defer stopBenchReplicas(reps)
 	if err != nil {
 		return err
@@ -483,7 +500,7 @@ func startBenchReplicas(ctx context.Context, o benchOptions, config, tmp string)
 	for i := range o.replicas {
 		r := &benchReplica{
 			index:   i,
-			dataDir: filepath.Join(tmp, fmt.Sprintf("data-%d", i)),
+			dataDir: cmp.Or(o.dataDir, filepath.Join(tmp, fmt.Sprintf("data-%d", i))),
 			logPath: filepath.Join(tmp, fmt.Sprintf("server-%d.log", i)),
 			exited:  make(chan struct{}),
 		}
@@ -737,11 +754,12 @@ type benchCounts struct {
 	cpu                 time.Duration
 	commits, txs        int64
 	pgTrips, redisTrips int64
+	pruned              int64 // runs retention removed
 }
 
 func (c benchCounts) minus(o benchCounts) benchCounts {
 	return benchCounts{cpu: c.cpu - o.cpu, commits: c.commits - o.commits, txs: c.txs - o.txs,
-		pgTrips: c.pgTrips - o.pgTrips, redisTrips: c.redisTrips - o.redisTrips}
+		pgTrips: c.pgTrips - o.pgTrips, redisTrips: c.redisTrips - o.redisTrips, pruned: c.pruned - o.pruned}
 }
 
 // benchServerCounts reads each server's CPU time (/proc/PID/stat, user +
@@ -786,6 +804,8 @@ func benchServerCounts(ctx context.Context, reps []*benchReplica) benchCounts {
 				c.pgTrips += int64(n)
 			case "agentgate_redis_round_trips_total":
 				c.redisTrips += int64(n)
+			case `agentgate_pruned_total{what="runs"}`:
+				c.pruned += int64(n)
 			}
 		}
 	}
@@ -1188,6 +1208,9 @@ func (r *benchReport) writeTable(w io.Writer) {
 		if c.pgTrips > 0 || c.redisTrips > 0 {
 			fmt.Fprintf(tw, "  round trips per run\tPostgreSQL %.1f\tRedis %.1f (with idle polls)\n",
 				float64(c.pgTrips)/float64(ru.completed), float64(c.redisTrips)/float64(ru.completed))
+		}
+		if r.opts.retainRuns > 0 {
+			fmt.Fprintf(tw, "  runs pruned meanwhile\t%d\t(retention.runs %s)\n", c.pruned, r.opts.retainRuns)
 		}
 	}
 	writeBenchErrors(tw, &ru.errors)
