@@ -32,7 +32,7 @@ type Retention struct {
 	// Every is how often retention looks for what is due. Default 10m.
 	Every time.Duration `yaml:"every"`
 	// Batch is how many items one transaction removes, 1 to 10000.
-	// Default 200.
+	// Default 100.
 	Batch int `yaml:"batch"`
 }
 
@@ -41,7 +41,7 @@ const (
 	DefaultRetentionInbox  = 7 * 24 * time.Hour
 	DefaultRetentionOutbox = 7 * 24 * time.Hour
 	DefaultRetentionEvery  = 10 * time.Minute
-	DefaultRetentionBatch  = 200
+	DefaultRetentionBatch  = 100
 	MaxRetentionBatch      = 10000
 )
 

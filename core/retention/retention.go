@@ -2,8 +2,8 @@
 // and their journals, processed inbox messages, outbox records, dead
 // letters and audit entries older than their configured age. It removes
 // them oldest first, a small batch per write transaction, and waits after
-// each batch nine times as long as the batch took, so that it takes at
-// most a tenth of the store's time from live work.
+// each batch Yield times as long as the batch took, so that it takes at
+// most a twentieth of the store's time from live work.
 package retention
 
 import (
@@ -15,6 +15,9 @@ import (
 	"github.com/agentgate/agentgate/core"
 )
 
+// Yield is how many times a batch's time retention waits after it.
+const Yield = 19
+
 // Config configures a Pruner.
 type Config struct {
 	// Keep is how long each kind is kept; 0 or missing: forever.
@@ -24,7 +27,7 @@ type Config struct {
 	Targets []core.Pruner
 	// Every is the time between sweeps. Default 10m.
 	Every time.Duration
-	// Batch is the most one transaction removes. Default 200.
+	// Batch is the most one transaction removes. Default 100.
 	Batch int
 	// Clock tells the time. Default: the system clock.
 	Clock core.Clock
@@ -46,7 +49,7 @@ func New(cfg Config) *Pruner {
 		cfg.Every = 10 * time.Minute
 	}
 	if cfg.Batch <= 0 {
-		cfg.Batch = 200
+		cfg.Batch = 100
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = core.SystemClock{}
@@ -110,7 +113,7 @@ func (p *Pruner) Sweep(ctx context.Context) (map[core.Prunable]int, error) {
 }
 
 // drain removes batches of what from t until fewer than a batch are due,
-// waiting nine times each batch's time after it.
+// waiting Yield times each batch's time after it.
 func (p *Pruner) drain(ctx context.Context, t core.Pruner, what core.Prunable, before time.Time) (int, error) {
 	total := 0
 	for {
@@ -123,7 +126,7 @@ func (p *Pruner) drain(ctx context.Context, t core.Pruner, what core.Prunable, b
 		if err != nil || n < p.cfg.Batch {
 			return total, err
 		}
-		if !p.wait(ctx, max(9*time.Since(start), time.Millisecond)) {
+		if !p.wait(ctx, max(Yield*time.Since(start), time.Millisecond)) {
 			return total, ctx.Err()
 		}
 	}
