@@ -31,14 +31,14 @@ func (e *NotAllowedError) Error() string {
 	return fmt.Sprintf("%s may not decide approval %s: %s", e.By, e.ApprovalID, e.Why)
 }
 
-// Observer receives decision counts (Prometheus in production).
+// Observer is told of each decision (Prometheus in production).
 type Observer interface {
-	ApprovalDecided(status core.ApprovalStatus)
+	ApprovalDecided(a core.Approval)
 }
 
 type nopObserver struct{}
 
-func (nopObserver) ApprovalDecided(core.ApprovalStatus) {}
+func (nopObserver) ApprovalDecided(core.Approval) {}
 
 // Config configures a Service. Store is required.
 type Config struct {
@@ -167,7 +167,7 @@ func (s *Service) audit(ctx context.Context, e core.AuditEntry) {
 }
 
 func (s *Service) decided(a core.Approval) {
-	s.cfg.Observer.ApprovalDecided(a.Status)
+	s.cfg.Observer.ApprovalDecided(a)
 	if s.cfg.Hub != nil {
 		s.cfg.Hub.Changed(a.RunID)
 	}

@@ -23,6 +23,7 @@ type Metrics struct {
 	finished  *prometheus.CounterVec
 	decisions *prometheus.CounterVec
 	resume    prometheus.Histogram
+	wait      *prometheus.HistogramVec
 	jobs      *prometheus.CounterVec
 	jobTime   *prometheus.HistogramVec
 	pruned    *prometheus.CounterVec
@@ -74,6 +75,11 @@ func New(store Counter, queue Depther, log *slog.Logger) *Metrics {
 			Help:    "Time from an approval decision to the approved tool call starting.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "agentgate_approval_wait_seconds",
+			Help:    "Time an approval waited from its request to its decision, by outcome (approved, denied, expired, cancelled).",
+			Buckets: []float64{1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 24 * 3600},
+		}, []string{"outcome"}),
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentgate_jobs_total", Help: "Jobs other than run steps handled by this process, by kind and outcome (ok, failed).",
 		}, []string{"kind", "outcome"}),
@@ -87,7 +93,7 @@ func New(store Counter, queue Depther, log *slog.Logger) *Metrics {
 		}, []string{"what"}),
 	}
 	m.store = &storeCollector{store: store, queue: queue, log: log, now: time.Now}
-	m.reg.MustRegister(m.finished, m.decisions, m.resume, m.jobs, m.jobTime, m.pruned,
+	m.reg.MustRegister(m.finished, m.decisions, m.resume, m.wait, m.jobs, m.jobTime, m.pruned,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), m.store)
 	if c, ok := store.(Committer); ok {
 		m.reg.MustRegister(
@@ -138,9 +144,12 @@ func (m *Metrics) Pruned(what core.Prunable, n int) {
 	m.pruned.WithLabelValues(string(what)).Add(float64(n))
 }
 
-// ApprovalDecided counts a decision.
-func (m *Metrics) ApprovalDecided(s core.ApprovalStatus) {
-	m.decisions.WithLabelValues(string(s)).Inc()
+// ApprovalDecided counts a decision and observes how long it waited.
+func (m *Metrics) ApprovalDecided(a core.Approval) {
+	m.decisions.WithLabelValues(string(a.Status)).Inc()
+	if a.DecidedAt != nil && !a.CreatedAt.IsZero() {
+		m.wait.WithLabelValues(string(a.Status)).Observe(max(a.DecidedAt.Sub(a.CreatedAt), 0).Seconds())
+	}
 }
 
 var (

@@ -94,3 +94,22 @@ func TestScrapesDuringACountWaitForIt(t *testing.T) {
 		t.Fatalf("20 scrapes at once read the store %d times, want 1", n)
 	}
 }
+
+// A decision counts by outcome and observes how long its approval waited.
+func TestApprovalWait(t *testing.T) {
+	now := time.Now()
+	m := newMetrics(&counts{}, &now)
+	decided := now.Add(90 * time.Second)
+	m.ApprovalDecided(core.Approval{Status: core.ApprovalApproved, CreatedAt: now, DecidedAt: &decided})
+	out := scrape(t, m)
+	for _, want := range []string{
+		`agentgate_approvals_decided_total{outcome="approved"} 1`,
+		`agentgate_approval_wait_seconds_bucket{outcome="approved",le="60"} 0`,
+		`agentgate_approval_wait_seconds_bucket{outcome="approved",le="300"} 1`,
+		`agentgate_approval_wait_seconds_sum{outcome="approved"} 90`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
