@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -104,13 +105,20 @@ func TestStop(t *testing.T) {
 	}
 	resp.Body.Close()
 	again.Stop()
+	// Stop waited for Start's shutdown: the port is free at once. (Start's
+	// own return races Stop's by a few instructions, so it is awaited.)
+	ln, err := net.Listen("tcp", again.Addr())
+	if err != nil {
+		t.Fatalf("port still held after Stop: %v", err)
+	}
+	ln.Close()
 	select {
 	case err := <-served:
 		if err != nil {
 			t.Fatalf("Start = %v after Stop, want nil", err)
 		}
-	default:
-		t.Fatal("Stop returned before Start did")
+	case <-time.After(30 * time.Second):
+		t.Fatal("Start did not return after Stop")
 	}
 }
 

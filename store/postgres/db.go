@@ -160,7 +160,8 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	lctx, stop := context.WithCancel(context.Background())
 	db := &DB{pool: pool, opts: opts, trips: tr, notify: make(chan struct{}), listenCtx: lctx, stopListen: stop,
 		listenReady: make(chan struct{})}
-	db.Routines, db.Runs = sqlstore.Routines{D: routineDriver{db}}, sqlstore.Runs{D: runDriver{db}}
+	db.Routines = sqlstore.Routines{D: routineDriver{db}, R: poolConn{db.pool}, Dialect: dialect}
+	db.Runs = sqlstore.Runs{D: runDriver{db}}
 	if opts.SkipMigrate {
 		err = db.Ping(ctx)
 	} else {

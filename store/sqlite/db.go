@@ -123,7 +123,8 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	db := &DB{w: w, wst: newStmtCache(w), r: &readPool{DB: r, st: newStmtCache(r)}, ck: ck, path: path, opts: opts, notify: make(chan struct{}), handCh: make(chan struct{}, 1024), commits: newCommitter()}
-	db.Routines, db.Runs = sqlstore.Routines{D: routineDriver{db}}, sqlstore.Runs{D: runDriver{db}}
+	db.Routines = sqlstore.Routines{D: routineDriver{db}, R: conn{db.r}, Dialect: dialect}
+	db.Runs = sqlstore.Runs{D: runDriver{db}}
 	go db.commits.run(db)
 	if err := db.migrate(ctx); err != nil {
 		db.Close()

@@ -536,7 +536,7 @@ func (d runDriver) SessionHead(ctx context.Context, sessionID string) (runRow, e
 func (d runDriver) ExtendClaim(ctx context.Context, id, owner string, until time.Time) (bool, error) {
 	var ok bool
 	err := d.db.tx(ctx, func(tx *txn) (err error) {
-		ok, err = affected(tx.ExecContext(ctx, `UPDATE runs SET claim_until = ?
+		ok, err = changed(tx.ExecContext(ctx, `UPDATE runs SET claim_until = ?
 			WHERE id = ? AND claimed_by = ? AND claimed_by <> '' AND status = 'running'`, until.UnixNano(), id, owner))
 		return err
 	})
@@ -836,4 +836,13 @@ func (db *DB) SetSendState(ctx context.Context, key, state, ref string, at time.
 		return fmt.Errorf("set send state %s: %w", key, err)
 	}
 	return nil
+}
+
+// changed reports whether an exec changed a row.
+func changed(res sql.Result, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
 }

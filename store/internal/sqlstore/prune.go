@@ -3,26 +3,14 @@ package sqlstore
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/agentgate/agentgate/core"
 )
 
-// PruneTx is a driver's write transaction for Prune. Statements are
-// written once, with ? placeholders (a driver numbers them as its
-// database wants); a time.Time argument is stored as the driver stores
-// times.
-type PruneTx interface {
-	// Exec runs a statement and returns the rows it changed.
-	Exec(ctx context.Context, query string, args ...any) (int64, error)
-	// Strings runs a query and returns its first column (text).
-	Strings(ctx context.Context, query string, args ...any) ([]string, error)
-}
-
-// PruneDriver runs fn in one write transaction.
-type PruneDriver interface {
-	PruneTx(ctx context.Context, fn func(PruneTx) error) error
+// Writer runs fn in one write transaction, committed when fn returns nil.
+type Writer interface {
+	WriteTx(ctx context.Context, fn func(Conn) error) error
 }
 
 // pruneOne is the statement that removes up to limit due rows of a table
@@ -39,12 +27,12 @@ var pruneOne = map[core.Prunable]string{
 
 // Prune implements core.Pruner over d: the rules of what is due and what
 // goes with it, the same on every database.
-func Prune(ctx context.Context, d PruneDriver, what core.Prunable, before time.Time, limit int) (int, error) {
+func Prune(ctx context.Context, d Writer, what core.Prunable, before time.Time, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, fmt.Errorf("prune %s: limit must be positive, got %d", what, limit)
 	}
 	var n int64
-	err := d.PruneTx(ctx, func(tx PruneTx) (err error) {
+	err := d.WriteTx(ctx, func(tx Conn) (err error) {
 		if what == core.PruneRuns {
 			n, err = pruneRuns(ctx, tx, before, limit)
 			return err
@@ -66,20 +54,16 @@ func Prune(ctx context.Context, d PruneDriver, what core.Prunable, before time.T
 // journals, approvals and routine history entries, then the sessions left
 // without runs. A queued, running or paused run is never due: only
 // finished runs have finished_at.
-func pruneRuns(ctx context.Context, tx PruneTx, before time.Time, limit int) (int64, error) {
+func pruneRuns(ctx context.Context, tx Conn, before time.Time, limit int) (int64, error) {
 	// NOT IN keeps the planners on runs_finished: with IN they read the
 	// status index and sorted every finished run for each batch.
-	ids, err := tx.Strings(ctx, `SELECT id FROM runs WHERE finished_at IS NOT NULL AND finished_at < ?
-		AND status NOT IN `+ActiveStatuses+` ORDER BY finished_at LIMIT ?`, before, limit)
+	ids, err := Collect(ctx, tx, `SELECT id FROM runs WHERE finished_at IS NOT NULL AND finished_at < ?
+		AND status NOT IN `+ActiveStatuses+` ORDER BY finished_at LIMIT ?`, []any{before, limit}, scanString)
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	in := `(?` + strings.Repeat(", ?", len(ids)-1) + `)`
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
-	sessions, err := tx.Strings(ctx, `SELECT DISTINCT session_id FROM runs WHERE id IN `+in, args...)
+	in, args := In(nil, ids)
+	sessions, err := Collect(ctx, tx, `SELECT DISTINCT session_id FROM runs WHERE id IN `+in, args, scanString)
 	if err != nil {
 		return 0, err
 	}
@@ -97,12 +81,11 @@ func pruneRuns(ctx context.Context, tx PruneTx, before time.Time, limit int) (in
 		return 0, err
 	}
 	if len(sessions) > 0 {
-		sargs := make([]any, len(sessions))
-		for i, s := range sessions {
-			sargs[i] = s
-		}
-		_, err = tx.Exec(ctx, `DELETE FROM sessions WHERE id IN (?`+strings.Repeat(", ?", len(sessions)-1)+`)
-			AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.session_id = sessions.id)`, sargs...)
+		in, args := In(nil, sessions)
+		_, err = tx.Exec(ctx, `DELETE FROM sessions WHERE id IN `+in+`
+			AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.session_id = sessions.id)`, args...)
 	}
 	return n, err
 }
+
+func scanString(r Row) (s string, err error) { return s, r.Scan(&s) }

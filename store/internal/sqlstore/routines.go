@@ -107,11 +107,12 @@ type RoutineDriver interface {
 	Created()
 }
 
-// Routines implements the writes of core.RoutineStore over a driver; the
-// driver serves the reads (GetRoutine, ListRoutines, DueRoutines,
-// RoutineHistory) itself.
+// Routines implements core.RoutineStore: its writes over a driver's
+// transactions, its reads on R.
 type Routines struct {
-	D RoutineDriver
+	D       RoutineDriver
+	R       Conn // reads, outside transactions
+	Dialect *Dialect
 }
 
 // SyncRoutines implements core.RoutineStore.
