@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentgate/agentgate/core"
@@ -38,54 +37,6 @@ func (db *DB) AppendInbox(ctx context.Context, msgs []core.InboxMessage) (int, e
 		return 0, fmt.Errorf("append inbox: %w", err)
 	}
 	return int(tag.RowsAffected()), nil
-}
-
-// ClaimInbox implements core.Inbox. Concurrent claims skip the rows another
-// one is taking (FOR UPDATE SKIP LOCKED).
-func (db *DB) ClaimInbox(ctx context.Context, platform, owner string, now, until time.Time, limit int) ([]core.InboxMessage, error) {
-	rows, _ := db.pool.Query(ctx, `UPDATE inbox SET claimed_by = $2, claim_until = $4, attempts = attempts + 1
-		WHERE seq IN (SELECT seq FROM inbox WHERE platform = $1 AND processed_at IS NULL AND claim_until <= $3
-			ORDER BY received_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED)
-		RETURNING dedupe_key, payload, received_at, attempts`, platform, owner, now, until, limit)
-	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.InboxMessage, error) {
-		m := core.InboxMessage{Platform: platform}
-		err := row.Scan(&m.Key, &m.Payload, &m.ReceivedAt, &m.Attempts)
-		m.ReceivedAt = utc(m.ReceivedAt)
-		return m, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim inbox %s: %w", platform, err)
-	}
-	core.SortInbox(msgs) // RETURNING has no order
-	return msgs, nil
-}
-
-// ReleaseInbox implements core.Inbox.
-func (db *DB) ReleaseInbox(ctx context.Context, platform, owner string) (int, error) {
-	tag, err := db.pool.Exec(ctx, `UPDATE inbox SET claimed_by = '', claim_until = '-infinity'
-		WHERE platform = $1 AND claimed_by = $2 AND processed_at IS NULL`, platform, owner)
-	if err != nil {
-		return 0, fmt.Errorf("release inbox claims of %s: %w", owner, err)
-	}
-	return int(tag.RowsAffected()), nil
-}
-
-// RetryInbox implements core.Inbox.
-func (db *DB) RetryInbox(ctx context.Context, platform, key, reason string, retryAt time.Time) error {
-	if _, err := db.pool.Exec(ctx, `UPDATE inbox SET claimed_by = '', claim_until = $3, error = $4
-		WHERE platform = $1 AND dedupe_key = $2 AND processed_at IS NULL`, platform, key, retryAt, reason); err != nil {
-		return fmt.Errorf("retry inbox message %s: %w", key, err)
-	}
-	return nil
-}
-
-// SettleInbox implements core.Inbox.
-func (db *DB) SettleInbox(ctx context.Context, platform, key, reason string, at time.Time) error {
-	if _, err := db.pool.Exec(ctx, `UPDATE inbox SET processed_at = $3, error = $4, claimed_by = '', claim_until = '-infinity'
-		WHERE platform = $1 AND dedupe_key = $2 AND processed_at IS NULL`, platform, key, at, reason); err != nil {
-		return fmt.Errorf("settle inbox message %s: %w", key, err)
-	}
-	return nil
 }
 
 // inboxMark is the mark markInboxTx queued.

@@ -24,7 +24,7 @@ import (
 const jobColumns = `id, kind, key, payload, attempt, max_attempts, visible_at, last_error, created_at, lease`
 
 // scanJob reads one row of jobColumns, then the extra columns.
-func (db *DB) scanJob(row scanner, extra ...any) (core.Job, error) {
+func (db *DB) scanJob(row sqlstore.Row, extra ...any) (core.Job, error) {
 	var j core.Job
 	var payload []byte
 	dest := append([]any{&j.ID, &j.Kind, &j.Key, &payload, &j.Attempt, &j.MaxAttempts,
@@ -211,7 +211,7 @@ func (db *DB) Recover(ctx context.Context, consumer string) (int, error) {
 // they died, oldest first; see core.Queue.
 func (db *DB) DeadLetters(ctx context.Context, limit int) ([]core.Job, error) {
 	rows, _ := db.pool.Query(ctx, `SELECT `+jobColumns+` FROM jobs
-		WHERE dead_at IS NOT NULL ORDER BY dead_at, pk LIMIT $1`, limitArg(limit))
+		WHERE dead_at IS NOT NULL ORDER BY dead_at, pk LIMIT $1`, dialect.Limit(limit))
 	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Job, error) { return db.scanJob(row) })
 	if err != nil {
 		return nil, fmt.Errorf("dead letters: %w", err)

@@ -2,16 +2,13 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/store/internal/sqlstore"
@@ -27,104 +24,23 @@ const (
 	activeStatuses = sqlstore.ActiveStatuses
 )
 
-// querier is what the pool and a transaction have in common for reads.
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-type scanner interface{ Scan(dest ...any) error }
-
 type runRow = sqlstore.RunRow
-
-// scanRun scans runCols, after any extra leading columns (the pk of lists).
-func scanRun(s scanner, extra ...any) (runRow, error) {
-	var r runRow
-	var typ, status, conversation string
-	dest := append(extra, &r.ID, &r.SessionID, &r.AgentID, &r.UserID, &typ, &status, &r.ParentRunID, &r.RoutineID,
-		&r.StartedBy, &r.Input, &r.Output, &r.Error, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.LastSeq, &r.CreatedAt,
-		&r.StartedAt, &r.FinishedAt, &r.ClaimedBy, &r.ClaimUntil, &conversation)
-	if err := s.Scan(dest...); err != nil {
-		return runRow{}, err
-	}
-	r.Type = core.RunType(typ)
-	r.Status = core.RunStatus(status)
-	r.CreatedAt = utc(r.CreatedAt)
-	r.StartedAt = utcPtr(r.StartedAt)
-	r.FinishedAt = utcPtr(r.FinishedAt)
-	r.ClaimUntil = utcPtr(r.ClaimUntil)
-	r.Conversation = sqlstore.DecodeConversation(conversation)
-	return r, nil
-}
-
-func scanSession(s scanner, extra ...any) (core.Session, error) {
-	var x core.Session
-	dest := append(extra, &x.ID, &x.AgentID, &x.UserID, &x.Binding.Platform, &x.Binding.Workspace, &x.Binding.Channel,
-		&x.Binding.Thread, &x.Title, &x.CreatedAt, &x.UpdatedAt)
-	if err := s.Scan(dest...); err != nil {
-		return core.Session{}, err
-	}
-	x.CreatedAt = utc(x.CreatedAt)
-	x.UpdatedAt = utc(x.UpdatedAt)
-	return x, nil
-}
-
-func scanApproval(s scanner, extra ...any) (core.Approval, error) {
-	var a core.Approval
-	var args, policy []byte
-	var status string
-	dest := append(extra, &a.ID, &a.RunID, &a.SessionID, &a.ToolCallID, &a.Tool, &args, &a.ArgsSHA256, &policy,
-		&a.RequestedBy, &status, &a.DecidedBy, &a.DecidedByName, &a.DecidedVia, &a.Reason, &a.CreatedAt, &a.ExpiresAt, &a.DecidedAt)
-	if err := s.Scan(dest...); err != nil {
-		return core.Approval{}, err
-	}
-	if err := json.Unmarshal(policy, &a.Policy); err != nil {
-		return core.Approval{}, fmt.Errorf("approval %s: decode policy: %w", a.ID, err)
-	}
-	a.Arguments = json.RawMessage(args)
-	a.Status = core.ApprovalStatus(status)
-	a.CreatedAt = utc(a.CreatedAt)
-	a.ExpiresAt = utc(a.ExpiresAt)
-	a.DecidedAt = utcPtr(a.DecidedAt)
-	return a, nil
-}
-
-// getRun loads run id, locking its row until the end of the transaction
-// when forUpdate; core.ErrNotFound when there is none.
-func getRun(ctx context.Context, q querier, id string, forUpdate bool) (runRow, error) {
-	query := `SELECT ` + runCols + ` FROM runs WHERE id = $1`
-	if forUpdate {
-		query += ` FOR UPDATE`
-	}
-	r, err := scanRun(q.QueryRow(ctx, query, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return runRow{}, core.ErrNotFound
-	}
-	return r, err
-}
-
-func getApproval(ctx context.Context, q querier, id string) (core.Approval, error) {
-	a, err := scanApproval(q.QueryRow(ctx, `SELECT `+approvalCols+` FROM approvals WHERE id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return core.Approval{}, core.ErrNotFound
-	}
-	return a, err
-}
 
 // scanRunInto returns a Row reader that scans a run into *out.
 func scanRunInto(out *core.Run) func(pgx.Row) error {
 	return func(row pgx.Row) error {
-		r, err := scanRun(row)
+		r, err := sqlstore.ScanRun(row)
 		*out = r.Run
 		return err
 	}
 }
 
 // laterRun queues the read of run id that locks its row (FOR UPDATE) until
-// the end of the transaction, as getRun does: *r holds it after the next
+// the end of the transaction, as LockRun does: *r holds it after the next
 // flush, which fails with core.ErrNotFound when there is none.
 func laterRun(tx *txn, id string, r *runRow) {
 	tx.Later(`SELECT `+runCols+` FROM runs WHERE id = $1 FOR UPDATE`, id).Row(func(row pgx.Row) (err error) {
-		*r, err = scanRun(row)
+		*r, err = sqlstore.ScanRun(row)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return core.ErrNotFound
 		}
@@ -250,96 +166,6 @@ func cancelPendingTx(tx *txn, id, by, reason string, at time.Time, out *[]sqlsto
 	}).Wrap("cancel pending approvals")
 }
 
-// limitArg maps "0 = all" to LIMIT NULL, which PostgreSQL reads as no limit.
-func limitArg(n int) any {
-	if n <= 0 {
-		return nil
-	}
-	return n
-}
-
-// params collects query arguments and hands out their placeholders.
-type params []any
-
-func (a *params) add(v any) string {
-	*a = append(*a, v)
-	return "$" + strconv.Itoa(len(*a))
-}
-
-// Add implements sqlstore.Args.
-func (a *params) Add(v any) string { return a.add(v) }
-
-// In implements sqlstore.Args.
-func (a *params) In(col string, vs []string) string { return col + ` = ANY(` + a.add(vs) + `)` }
-
-// ListRuns implements core.Store.
-func (db *DB) ListRuns(ctx context.Context, f core.RunFilter) (core.Page[core.Run], error) {
-	return listWhere(ctx, db, "list runs", `SELECT pk, `+runCols+` FROM runs`, f.ListOptions,
-		func(a *params) string { return sqlstore.RunsWhere(f, a) }, scanRunItem)
-}
-
-// ListSessions implements core.Store.
-func (db *DB) ListSessions(ctx context.Context, f core.SessionFilter) (core.Page[core.Session], error) {
-	return listWhere(ctx, db, "list sessions", `SELECT pk, `+sessionCols+` FROM sessions`, f.ListOptions,
-		func(a *params) string { return sqlstore.SessionsWhere(f, a) }, scanSession)
-}
-
-// ListApprovals implements core.Store.
-func (db *DB) ListApprovals(ctx context.Context, f core.ApprovalFilter) (core.Page[core.Approval], error) {
-	return listWhere(ctx, db, "list approvals", `SELECT pk, `+approvalCols+` FROM approvals`, f.ListOptions,
-		func(a *params) string { return sqlstore.ApprovalsWhere(f, a) }, scanApproval)
-}
-
-// listWhere pages through the rows of selectFrom (which selects pk, then
-// the item's columns) after o's cursor that match where's conditions.
-func listWhere[T any](ctx context.Context, db *DB, what, selectFrom string, o core.ListOptions, where func(*params) string,
-	scan func(s scanner, extra ...any) (T, error)) (core.Page[T], error) {
-	after, err := sqlstore.ParseCursor(o.Cursor)
-	if err != nil {
-		return core.Page[T]{}, fmt.Errorf("%s: %w", what, err)
-	}
-	var a params
-	q := selectFrom + ` WHERE pk > ` + a.add(after)
-	q += where(&a) + ` ORDER BY pk`
-	p, err := list(ctx, db, o, q, a, scan)
-	if err != nil {
-		return core.Page[T]{}, fmt.Errorf("%s: %w", what, err)
-	}
-	return p, nil
-}
-
-// list runs query, which selects pk followed by the item's columns in pk
-// order, with a LIMIT of one more than the page size, and builds the page.
-func list[T any](ctx context.Context, db *DB, o core.ListOptions, query string, a params,
-	scan func(s scanner, extra ...any) (T, error)) (core.Page[T], error) {
-	limit := sqlstore.PageLimit(o.Limit)
-	rows, err := db.pool.Query(ctx, query+` LIMIT `+a.add(limit+1), a...)
-	if err != nil {
-		return core.Page[T]{}, err
-	}
-	defer rows.Close()
-	page := core.Page[T]{Items: []T{}}
-	var last int64
-	for rows.Next() {
-		if len(page.Items) == limit {
-			page.NextCursor = strconv.FormatInt(last, 10)
-			break
-		}
-		var pk int64
-		item, err := scan(rows, &pk)
-		if err != nil {
-			return core.Page[T]{}, err
-		}
-		page.Items = append(page.Items, item)
-		last = pk
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return core.Page[T]{}, err
-	}
-	return page, nil
-}
-
 // createRunTx inserts a checked NewRun (see core.NewRun.Normalize) inside tx: the
 // inbox entry of nr.DedupeKey (a *core.DuplicateError when it is taken), the
 // session if new (else it locks and touches it), the run and its first
@@ -376,40 +202,13 @@ func createRunTx(ctx context.Context, tx *txn, nr core.NewRun, out *core.Run) er
 		RETURNING `+runCols,
 		r.ID, r.SessionID, r.AgentID, r.UserID, string(r.Type), r.ParentRunID, r.RoutineID, r.StartedBy, r.Input, r.Output,
 		r.Error, r.Usage.InputTokens, r.Usage.OutputTokens, r.CreatedAt, sqlstore.EncodeConversation(s.Binding)).Row(func(row pgx.Row) error {
-		run, err := scanRun(row)
+		run, err := sqlstore.ScanRun(row)
 		run.LastSeq = events
 		*out = run.Run
 		return err
 	}).Wrap("insert run")
 	appendTx(tx, r.ID, 0, nr.Events)
 	return nil
-}
-
-// GetRun implements core.Store.
-func (db *DB) GetRun(ctx context.Context, id string) (core.Run, error) {
-	r, err := getRun(ctx, db.pool, id, false)
-	if err != nil {
-		return core.Run{}, fmt.Errorf("get run %s: %w", id, err)
-	}
-	return r.Run, nil
-}
-
-func scanRunItem(s scanner, extra ...any) (core.Run, error) {
-	r, err := scanRun(s, extra...)
-	return r.Run, err
-}
-
-// SessionHead implements core.Store.
-func (db *DB) SessionHead(ctx context.Context, sessionID string) (core.Run, error) {
-	r, err := scanRun(db.pool.QueryRow(ctx, `SELECT `+runCols+` FROM runs
-		WHERE session_id = $1 AND status IN `+activeStatuses+` ORDER BY pk LIMIT 1`, sessionID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = core.ErrNotFound
-	}
-	if err != nil {
-		return core.Run{}, fmt.Errorf("session %s head: %w", sessionID, err)
-	}
-	return r.Run, nil
 }
 
 // SessionHistory implements core.Store. An empty beforeRunID means the whole
@@ -432,8 +231,8 @@ func (db *DB) SessionHistory(ctx context.Context, sessionID, beforeRunID string,
 	b.Queue(`SELECT `+runCols+` FROM (
 		SELECT * FROM runs WHERE session_id = $1 AND status = 'completed'
 			AND pk < COALESCE((SELECT pk FROM runs WHERE id = $2), 9223372036854775807)
-		ORDER BY pk DESC LIMIT $3) h ORDER BY pk`, sessionID, beforeRunID, limitArg(limit)).Query(func(rows pgx.Rows) (err error) {
-		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Run, error) { return scanRunItem(row) })
+		ORDER BY pk DESC LIMIT $3) h ORDER BY pk`, sessionID, beforeRunID, dialect.Limit(limit)).Query(func(rows pgx.Rows) (err error) {
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Run, error) { return sqlstore.ScanRunItem(row) })
 		return err
 	})
 	err := db.pool.SendBatch(ctx, b).Close()
@@ -448,58 +247,6 @@ func (db *DB) SessionHistory(ctx context.Context, sessionID, beforeRunID string,
 	return out, nil
 }
 
-// scanEvent reads seq, type, data and created_at of an event of run runID.
-func scanEvent(row scanner, runID string) (core.Event, error) {
-	e := core.Event{RunID: runID}
-	var typ string
-	var data []byte
-	if err := row.Scan(&e.Seq, &typ, &data, &e.CreatedAt); err != nil {
-		return core.Event{}, err
-	}
-	e.Type = core.EventType(typ)
-	e.Data = data
-	e.CreatedAt = utc(e.CreatedAt)
-	return e, nil
-}
-
-// Events implements core.Store. ErrNotFound when the run does not exist.
-func (db *DB) Events(ctx context.Context, runID string, afterSeq int64, limit int) ([]core.Event, error) {
-	rows, _ := db.pool.Query(ctx, `SELECT seq, type, data, created_at FROM run_events
-		WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, runID, afterSeq, limitArg(limit))
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Event, error) { return scanEvent(row, runID) })
-	if err != nil {
-		return nil, fmt.Errorf("events of run %s: %w", runID, err)
-	}
-	if len(out) == 0 {
-		if _, err := getRun(ctx, db.pool, runID, false); err != nil {
-			return nil, fmt.Errorf("events of run %s: %w", runID, err)
-		}
-		return nil, nil
-	}
-	return out, nil
-}
-
-// GetSession implements core.Store.
-func (db *DB) GetSession(ctx context.Context, id string) (core.Session, error) {
-	s, err := scanSession(db.pool.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = core.ErrNotFound
-	}
-	if err != nil {
-		return core.Session{}, fmt.Errorf("get session %s: %w", id, err)
-	}
-	return s, nil
-}
-
-// GetApproval implements core.Store.
-func (db *DB) GetApproval(ctx context.Context, id string) (core.Approval, error) {
-	a, err := getApproval(ctx, db.pool, id)
-	if err != nil {
-		return core.Approval{}, fmt.Errorf("get approval %s: %w", id, err)
-	}
-	return a, nil
-}
-
 // runDriver runs the run rules of sqlstore.Runs on db.
 type runDriver struct{ db *DB }
 
@@ -511,7 +258,7 @@ func (d runDriver) Now() time.Time { return d.db.opts.Clock.Now() }
 func (d runDriver) Enqueued()      {} // enqueueTx notifies the workers
 
 func (d runDriver) GetRun(ctx context.Context, id string) (runRow, error) {
-	return getRun(ctx, d.db.pool, id, false)
+	return sqlstore.GetRun(ctx, poolConn{d.db.pool}, id, "")
 }
 
 // ClaimRun is one statement, so one round trip: the claiming UPDATE, a
@@ -519,7 +266,7 @@ func (d runDriver) GetRun(ctx context.Context, id string) (runRow, error) {
 // moves its last_seq.
 func (d runDriver) ClaimRun(ctx context.Context, c sqlstore.Claim) (core.Run, bool, error) {
 	j := newJournal(c.Events)
-	r, err := scanRun(d.db.pool.QueryRow(ctx, `WITH run AS (
+	r, err := sqlstore.ScanRun(d.db.pool.QueryRow(ctx, `WITH run AS (
 			UPDATE runs SET claimed_by = $4, claim_until = $5, status = 'running',
 				started_at = COALESCE(started_at, $6), last_seq = last_seq + cardinality($1::text[])
 			WHERE id = $7 AND status IN ('queued', 'running') AND (claimed_by = '' OR claimed_by = $4 OR claim_until <= $6)
@@ -556,7 +303,7 @@ func (d runDriver) StartRun(ctx context.Context, s core.Start) (core.Started, bo
 			FROM run, unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS e (type, data, created_at, n)
 			WHERE run.began)
 		SELECT began, `+runCols+` FROM run`, j.args(s.Owner, s.Until, s.Now, s.ID)...).QueryRow(func(row pgx.Row) error {
-		r, err := scanRun(row, &out.Began)
+		r, err := sqlstore.ScanRun(row, &out.Began)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -565,7 +312,7 @@ func (d runDriver) StartRun(ctx context.Context, s core.Start) (core.Started, bo
 	})
 	b.Queue(`SELECT seq, type, data, created_at FROM run_events WHERE run_id = $1 ORDER BY seq`, s.ID).
 		Query(func(rows pgx.Rows) (err error) {
-			out.Journal, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Event, error) { return scanEvent(row, s.ID) })
+			out.Journal, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Event, error) { return sqlstore.ScanEvent(row, s.ID) })
 			return err
 		})
 	if s.History > 0 {
@@ -573,7 +320,7 @@ func (d runDriver) StartRun(ctx context.Context, s core.Start) (core.Started, bo
 			SELECT * FROM runs WHERE session_id = (SELECT session_id FROM runs WHERE id = $1) AND status = 'completed'
 				AND pk < (SELECT pk FROM runs WHERE id = $1)
 			ORDER BY pk DESC LIMIT $2) h ORDER BY pk`, s.ID, s.History).Query(func(rows pgx.Rows) (err error) {
-			out.History, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Run, error) { return scanRunItem(row) })
+			out.History, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Run, error) { return sqlstore.ScanRunItem(row) })
 			return err
 		})
 	}
@@ -584,7 +331,7 @@ func (d runDriver) StartRun(ctx context.Context, s core.Start) (core.Started, bo
 }
 
 func (d runDriver) SessionHead(ctx context.Context, sessionID string) (runRow, error) {
-	r, err := scanRun(d.db.pool.QueryRow(ctx, `SELECT `+runCols+` FROM runs
+	r, err := sqlstore.ScanRun(d.db.pool.QueryRow(ctx, `SELECT `+runCols+` FROM runs
 		WHERE session_id = $1 AND status IN `+activeStatuses+` ORDER BY pk LIMIT 1`, sessionID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = core.ErrNotFound
@@ -639,7 +386,7 @@ func (t runTx) CreateRuns(ctx context.Context, runs []core.NewRun) ([]core.Run, 
 }
 
 func (t runTx) LockRun(ctx context.Context, id string) (runRow, error) {
-	return getRun(ctx, t.tx, id, true)
+	return sqlstore.GetRun(ctx, txConn{t.tx}, id, dialect.ForUpdate)
 }
 
 func (t runTx) InsertApproval(_ context.Context, a core.Approval, args, policy []byte) error {
@@ -700,7 +447,7 @@ func (t runTx) DecideApproval(ctx context.Context, id string, d core.Decision) (
 	// An approval's run exists (foreign key): no row, no approval.
 	t.tx.Later(`SELECT `+runCols+` FROM runs WHERE id = (SELECT run_id FROM approvals WHERE id = $1) FOR UPDATE`,
 		id).Row(func(row pgx.Row) (err error) {
-		r, err = scanRun(row)
+		r, err = sqlstore.ScanRun(row)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return core.ErrNotFound
 		}
@@ -711,7 +458,7 @@ func (t runTx) DecideApproval(ctx context.Context, id string, d core.Decision) (
 		WHERE id = $6 AND status = 'pending' AND ($7 = '' OR args_sha256 = $7)
 		RETURNING `+approvalCols, string(d.Status), d.By, d.Via, d.Reason, d.At, id, d.ArgsSHA256, d.ByName).
 		Row(func(row pgx.Row) (err error) {
-			out.Approval, err = scanApproval(row)
+			out.Approval, err = sqlstore.ScanApproval(row)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil
 			}
@@ -732,7 +479,7 @@ func (t runTx) DecideApproval(ctx context.Context, id string, d core.Decision) (
 }
 
 func (t runTx) GetApproval(ctx context.Context, id string) (core.Approval, error) {
-	return getApproval(ctx, t.tx, id)
+	return sqlstore.GetApproval(ctx, txConn{t.tx}, id)
 }
 
 func (t runTx) ActiveRuns(ctx context.Context) ([]string, error) {
@@ -759,101 +506,6 @@ func (t runTx) Ack(_ context.Context, j core.Job) error {
 	return nil
 }
 
-func (t runTx) InsertAudit(_ context.Context, e core.AuditEntry) error {
-	insertAuditTx(t.tx, e, e.At)
-	return nil
-}
-
-// DueApprovals implements core.Store; limit 0 means no limit.
-func (db *DB) DueApprovals(ctx context.Context, now time.Time, limit int) ([]core.Approval, error) {
-	rows, _ := db.pool.Query(ctx, `SELECT `+approvalCols+` FROM approvals
-		WHERE status = 'pending' AND expires_at <= $1 ORDER BY expires_at, pk LIMIT $2`, now, limitArg(limit))
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Approval, error) { return scanApproval(row) })
-	if err != nil {
-		return nil, fmt.Errorf("due approvals: %w", err)
-	}
-	return out, nil
-}
-
-// CountRuns implements core.Store; every known status has an entry.
-func (db *DB) CountRuns(ctx context.Context) (map[core.RunStatus]int64, error) {
-	m, err := countBy(ctx, db.pool, `SELECT status, COUNT(*) FROM runs GROUP BY status`)
-	if err != nil {
-		return nil, fmt.Errorf("count runs: %w", err)
-	}
-	return sqlstore.RunCounts(m), nil
-}
-
-// CountApprovals implements core.Store; every known status has an entry.
-func (db *DB) CountApprovals(ctx context.Context) (map[core.ApprovalStatus]int64, error) {
-	m, err := countBy(ctx, db.pool, `SELECT status, COUNT(*) FROM approvals GROUP BY status`)
-	if err != nil {
-		return nil, fmt.Errorf("count approvals: %w", err)
-	}
-	return sqlstore.ApprovalCounts(m), nil
-}
-
-func countBy(ctx context.Context, q *pgxpool.Pool, query string) (map[string]int64, error) {
-	rows, _ := q.Query(ctx, query)
-	m := map[string]int64{}
-	var s string
-	var n int64
-	_, err := pgx.ForEachRow(rows, []any{&s, &n}, func() error {
-		m[s] = n
-		return nil
-	})
-	return m, err
-}
-
-// ClaimSend implements core.Outbox.
-func (db *DB) ClaimSend(ctx context.Context, key string, at time.Time) (bool, string, error) {
-	claimed, state := false, ""
-	err := db.tx(ctx, func(tx *txn) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO outbox (key, state, created_at, updated_at) VALUES ($1, $2, $3, $3)
-			ON CONFLICT (key) DO NOTHING`, key, core.SendSending, at)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			// Take a failed send back; the row lock serializes claims.
-			tag, err = tx.Exec(ctx, `UPDATE outbox SET state = $2, updated_at = $3 WHERE key = $1 AND state = $4`,
-				key, core.SendSending, at, core.SendFailed)
-			if err != nil {
-				return err
-			}
-		}
-		if tag.RowsAffected() == 1 {
-			claimed, state = true, core.SendSending
-			return nil
-		}
-		return tx.QueryRow(ctx, `SELECT state FROM outbox WHERE key = $1`, key).Scan(&state)
-	})
-	if err != nil {
-		return false, "", fmt.Errorf("claim send %s: %w", key, err)
-	}
-	return claimed, state, nil
-}
-
-// SendRef implements core.Outbox.
-func (db *DB) SendRef(ctx context.Context, key string) (state, ref string, err error) {
-	err = db.pool.QueryRow(ctx, `SELECT state, ref FROM outbox WHERE key = $1`, key).Scan(&state, &ref)
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = core.ErrNotFound
-	}
-	if err != nil {
-		return "", "", fmt.Errorf("send ref %s: %w", key, err)
-	}
-	return state, ref, nil
-}
-
-// SetSendState implements core.Outbox.
-func (db *DB) SetSendState(ctx context.Context, key, state, ref string, at time.Time) error {
-	tag, err := db.pool.Exec(ctx, `UPDATE outbox SET state = $2, ref = $3, updated_at = $4 WHERE key = $1`, key, state, ref, at)
-	if err != nil {
-		return fmt.Errorf("set send state %s: %w", key, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("set send state %s: %w", key, core.ErrNotFound)
-	}
-	return nil
+func (t runTx) InsertAudit(ctx context.Context, e core.AuditEntry) error {
+	return sqlstore.InsertAudit(ctx, txConn{t.tx}, e, e.At)
 }

@@ -67,3 +67,19 @@ func (c conn) Query(ctx context.Context, q string, args []any, row func(sqlstore
 	}
 	return rows.Err()
 }
+
+// writeConn is sqlstore.Conn whose statements each run in a write
+// transaction of their own.
+type writeConn struct{ db *DB }
+
+func (c writeConn) Exec(ctx context.Context, q string, args ...any) (n int64, err error) {
+	err = c.db.tx(ctx, func(tx *txn) (err error) {
+		n, err = conn{tx}.Exec(ctx, q, args...)
+		return err
+	})
+	return n, err
+}
+
+func (c writeConn) Query(ctx context.Context, q string, args []any, row func(sqlstore.Row) error) error {
+	return c.db.tx(ctx, func(tx *txn) error { return conn{tx}.Query(ctx, q, args, row) })
+}

@@ -65,6 +65,7 @@ type DB struct {
 
 	sqlstore.Routines // the routine rules, over routineDriver
 	sqlstore.Runs     // the run rules written once, over runDriver
+	sqlstore.Data     // reads, audit, outbox and inbox claims
 }
 
 var (
@@ -124,6 +125,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	db := &DB{w: w, wst: newStmtCache(w), r: &readPool{DB: r, st: newStmtCache(r)}, ck: ck, path: path, opts: opts, notify: make(chan struct{}), handCh: make(chan struct{}, 1024), commits: newCommitter()}
 	db.Routines = sqlstore.Routines{D: routineDriver{db}, R: conn{db.r}, Dialect: dialect}
+	db.Data = sqlstore.Data{R: conn{db.r}, W: writeConn{db}, Tx: db, Dialect: dialect, Now: db.opts.Clock.Now}
 	db.Runs = sqlstore.Runs{D: runDriver{db}}
 	go db.commits.run(db)
 	if err := db.migrate(ctx); err != nil {

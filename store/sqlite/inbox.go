@@ -44,67 +44,6 @@ func (db *DB) AppendInbox(ctx context.Context, msgs []core.InboxMessage) (int, e
 	return added, nil
 }
 
-// ClaimInbox implements core.Inbox.
-func (db *DB) ClaimInbox(ctx context.Context, platform, owner string, now, until time.Time, limit int) ([]core.InboxMessage, error) {
-	var msgs []core.InboxMessage
-	err := db.tx(ctx, func(tx *txn) error {
-		rows, err := tx.QueryContext(ctx, `UPDATE inbox SET claimed_by = ?, claim_until = ?, attempts = attempts + 1
-			WHERE seq IN (SELECT seq FROM inbox WHERE platform = ? AND processed_at IS NULL AND claim_until <= ?
-				ORDER BY received_at, seq LIMIT ?)
-			RETURNING dedupe_key, payload, received_at, attempts`,
-			owner, until.UnixNano(), platform, now.UnixNano(), limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			m := core.InboxMessage{Platform: platform}
-			var received int64
-			if err := rows.Scan(&m.Key, &m.Payload, &received, &m.Attempts); err != nil {
-				return err
-			}
-			m.ReceivedAt = nanos(received)
-			msgs = append(msgs, m)
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim inbox %s: %w", platform, err)
-	}
-	core.SortInbox(msgs) // RETURNING has no order
-	return msgs, nil
-}
-
-// ReleaseInbox implements core.Inbox.
-func (db *DB) ReleaseInbox(ctx context.Context, platform, owner string) (int, error) {
-	n, err := db.execCount(ctx, `UPDATE inbox SET claimed_by = '', claim_until = 0
-		WHERE platform = ? AND claimed_by = ? AND processed_at IS NULL`, platform, owner)
-	if err != nil {
-		return 0, fmt.Errorf("release inbox claims of %s: %w", owner, err)
-	}
-	return n, nil
-}
-
-// RetryInbox implements core.Inbox.
-func (db *DB) RetryInbox(ctx context.Context, platform, key, reason string, retryAt time.Time) error {
-	if _, err := db.execCount(ctx, `UPDATE inbox SET claimed_by = '', claim_until = ?, error = ?
-		WHERE platform = ? AND dedupe_key = ? AND processed_at IS NULL`,
-		retryAt.UnixNano(), reason, platform, key); err != nil {
-		return fmt.Errorf("retry inbox message %s: %w", key, err)
-	}
-	return nil
-}
-
-// SettleInbox implements core.Inbox.
-func (db *DB) SettleInbox(ctx context.Context, platform, key, reason string, at time.Time) error {
-	if _, err := db.execCount(ctx, `UPDATE inbox SET processed_at = ?, error = ?, claimed_by = '', claim_until = 0
-		WHERE platform = ? AND dedupe_key = ? AND processed_at IS NULL`,
-		at.UnixNano(), reason, platform, key); err != nil {
-		return fmt.Errorf("settle inbox message %s: %w", key, err)
-	}
-	return nil
-}
-
 // execCount runs one write statement in its own transaction and returns the
 // rows it changed.
 func (db *DB) execCount(ctx context.Context, query string, args ...any) (int, error) {

@@ -4,12 +4,9 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/agentgate/agentgate/core"
@@ -26,94 +23,7 @@ const (
 	activeStatuses = sqlstore.ActiveStatuses
 )
 
-// querier is what *sql.DB and *txn have in common for reads.
-type querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-type scanner interface{ Scan(dest ...any) error }
-
 type runRow = sqlstore.RunRow
-
-// scanRun scans runCols, after any extra leading columns (the rowid of lists).
-func scanRun(s scanner, extra ...any) (runRow, error) {
-	var r runRow
-	var typ, status string
-	var created int64
-	var started, finished sql.NullInt64
-	var claimUntil int64 // 0: not claimed
-	var conversation string
-	dest := append(extra, &r.ID, &r.SessionID, &r.AgentID, &r.UserID, &typ, &status, &r.ParentRunID, &r.RoutineID,
-		&r.StartedBy, &r.Input, &r.Output, &r.Error, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.LastSeq, &created, &started, &finished,
-		&r.ClaimedBy, &claimUntil, &conversation)
-	if err := s.Scan(dest...); err != nil {
-		return runRow{}, err
-	}
-	if claimUntil != 0 {
-		t := nanos(claimUntil)
-		r.ClaimUntil = &t
-	}
-	r.Type = core.RunType(typ)
-	r.Status = core.RunStatus(status)
-	r.CreatedAt = nanos(created)
-	r.StartedAt = nullNanos(started)
-	r.FinishedAt = nullNanos(finished)
-	r.Conversation = sqlstore.DecodeConversation(conversation)
-	return r, nil
-}
-
-func scanSession(s scanner, extra ...any) (core.Session, error) {
-	var x core.Session
-	var created, updated int64
-	dest := append(extra, &x.ID, &x.AgentID, &x.UserID, &x.Binding.Platform, &x.Binding.Workspace, &x.Binding.Channel,
-		&x.Binding.Thread, &x.Title, &created, &updated)
-	if err := s.Scan(dest...); err != nil {
-		return core.Session{}, err
-	}
-	x.CreatedAt = nanos(created)
-	x.UpdatedAt = nanos(updated)
-	return x, nil
-}
-
-func scanApproval(s scanner, extra ...any) (core.Approval, error) {
-	var a core.Approval
-	var args, policy []byte
-	var status string
-	var created, expires int64
-	var decided sql.NullInt64
-	dest := append(extra, &a.ID, &a.RunID, &a.SessionID, &a.ToolCallID, &a.Tool, &args, &a.ArgsSHA256, &policy,
-		&a.RequestedBy, &status, &a.DecidedBy, &a.DecidedByName, &a.DecidedVia, &a.Reason, &created, &expires, &decided)
-	if err := s.Scan(dest...); err != nil {
-		return core.Approval{}, err
-	}
-	if err := json.Unmarshal(policy, &a.Policy); err != nil {
-		return core.Approval{}, fmt.Errorf("approval %s: decode policy: %w", a.ID, err)
-	}
-	a.Arguments = json.RawMessage(args)
-	a.Status = core.ApprovalStatus(status)
-	a.CreatedAt = nanos(created)
-	a.ExpiresAt = nanos(expires)
-	a.DecidedAt = nullNanos(decided)
-	return a, nil
-}
-
-// getRun loads run id; core.ErrNotFound when there is none.
-func getRun(ctx context.Context, q querier, id string) (runRow, error) {
-	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return runRow{}, core.ErrNotFound
-	}
-	return r, err
-}
-
-func getApproval(ctx context.Context, q querier, id string) (core.Approval, error) {
-	a, err := scanApproval(q.QueryRowContext(ctx, `SELECT `+approvalCols+` FROM approvals WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return core.Approval{}, core.ErrNotFound
-	}
-	return a, err
-}
 
 // appendTx appends checked events (sqlstore.CheckEvents) to the journal of
 // runID after lastSeq and moves the run's last_seq. It returns the stored
@@ -137,45 +47,6 @@ func appendTx(ctx context.Context, tx *txn, runID string, lastSeq int64, evs []c
 		return nil, fmt.Errorf("update last seq: %w", err)
 	}
 	return out, nil
-}
-
-// sqlLimit maps "0 = all" to SQLite's LIMIT -1.
-func sqlLimit(n int) int {
-	if n <= 0 {
-		return -1
-	}
-	return n
-}
-
-// list runs a query that selects rowid followed by the item's columns, with
-// a trailing "LIMIT ?" that list fills with limit+1, and builds the page.
-func list[T any](ctx context.Context, db *DB, o core.ListOptions, query string, args []any,
-	scan func(s scanner, extra ...any) (T, error)) (core.Page[T], error) {
-	limit := sqlstore.PageLimit(o.Limit)
-	rows, err := db.r.QueryContext(ctx, query, append(args, limit+1)...)
-	if err != nil {
-		return core.Page[T]{}, err
-	}
-	defer rows.Close()
-	page := core.Page[T]{Items: []T{}}
-	var last int64
-	for rows.Next() {
-		if len(page.Items) == limit {
-			page.NextCursor = strconv.FormatInt(last, 10)
-			break
-		}
-		var rowid int64
-		item, err := scan(rows, &rowid)
-		if err != nil {
-			return core.Page[T]{}, err
-		}
-		page.Items = append(page.Items, item)
-		last = rowid
-	}
-	if err := rows.Err(); err != nil {
-		return core.Page[T]{}, err
-	}
-	return page, nil
 }
 
 // createRunTx inserts a checked NewRun (see sqlstore.RunTx.CreateRuns)
@@ -214,45 +85,8 @@ func (db *DB) createRunTx(ctx context.Context, tx *txn, nr core.NewRun) (core.Ru
 	if _, err := appendTx(ctx, tx, r.ID, 0, nr.Events); err != nil {
 		return core.Run{}, err
 	}
-	row, err := getRun(ctx, tx, r.ID)
+	row, err := sqlstore.GetRun(ctx, conn{tx}, r.ID, "")
 	return row.Run, err
-}
-
-// GetRun implements core.Store.
-func (db *DB) GetRun(ctx context.Context, id string) (core.Run, error) {
-	r, err := getRun(ctx, db.r, id)
-	if err != nil {
-		return core.Run{}, fmt.Errorf("get run %s: %w", id, err)
-	}
-	return r.Run, nil
-}
-
-func scanRunItem(s scanner, extra ...any) (core.Run, error) {
-	r, err := scanRun(s, extra...)
-	return r.Run, err
-}
-
-// inList is "(?, ?, …)" with n placeholders.
-func inList(n int) string { return `(?` + strings.Repeat(", ?", n-1) + `)` }
-
-func appendStrings(args []any, ss []string) []any {
-	for _, s := range ss {
-		args = append(args, s)
-	}
-	return args
-}
-
-// SessionHead implements core.Store.
-func (db *DB) SessionHead(ctx context.Context, sessionID string) (core.Run, error) {
-	r, err := scanRun(db.r.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs
-		WHERE session_id = ? AND status IN `+activeStatuses+` ORDER BY rowid LIMIT 1`, sessionID))
-	if errors.Is(err, sql.ErrNoRows) {
-		err = core.ErrNotFound
-	}
-	if err != nil {
-		return core.Run{}, fmt.Errorf("session %s head: %w", sessionID, err)
-	}
-	return r.Run, nil
 }
 
 // SessionHistory implements core.Store. An empty beforeRunID means the whole
@@ -270,14 +104,14 @@ func (db *DB) SessionHistory(ctx context.Context, sessionID, beforeRunID string,
 	}
 	rows, err := db.r.QueryContext(ctx, `SELECT `+runCols+` FROM (
 		SELECT rowid AS rid, * FROM runs WHERE session_id = ? AND status = 'completed' AND rowid < ?
-		ORDER BY rowid DESC LIMIT ?) ORDER BY rid`, sessionID, before, sqlLimit(limit))
+		ORDER BY rowid DESC LIMIT ?) ORDER BY rid`, sessionID, before, dialect.Limit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("session %s history: %w", sessionID, err)
 	}
 	defer rows.Close()
 	var out []core.Run
 	for rows.Next() {
-		r, err := scanRun(rows)
+		r, err := sqlstore.ScanRun(rows)
 		if err != nil {
 			return nil, fmt.Errorf("session %s history: %w", sessionID, err)
 		}
@@ -287,111 +121,6 @@ func (db *DB) SessionHistory(ctx context.Context, sessionID, beforeRunID string,
 		return nil, fmt.Errorf("session %s history: %w", sessionID, err)
 	}
 	return out, nil
-}
-
-// Events implements core.Store. ErrNotFound when the run does not exist.
-func (db *DB) Events(ctx context.Context, runID string, afterSeq int64, limit int) ([]core.Event, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT seq, type, data, created_at FROM run_events
-		WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`, runID, afterSeq, sqlLimit(limit))
-	if err != nil {
-		return nil, fmt.Errorf("events of run %s: %w", runID, err)
-	}
-	defer rows.Close()
-	var out []core.Event
-	for rows.Next() {
-		e := core.Event{RunID: runID}
-		var typ string
-		var data []byte
-		var created int64
-		if err := rows.Scan(&e.Seq, &typ, &data, &created); err != nil {
-			return nil, fmt.Errorf("events of run %s: %w", runID, err)
-		}
-		e.Type = core.EventType(typ)
-		e.Data = data
-		e.CreatedAt = nanos(created)
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("events of run %s: %w", runID, err)
-	}
-	if len(out) == 0 {
-		var one int
-		err := db.r.QueryRowContext(ctx, `SELECT 1 FROM runs WHERE id = ?`, runID).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			err = core.ErrNotFound
-		}
-		if err != nil {
-			return nil, fmt.Errorf("events of run %s: %w", runID, err)
-		}
-	}
-	return out, nil
-}
-
-// GetSession implements core.Store.
-func (db *DB) GetSession(ctx context.Context, id string) (core.Session, error) {
-	s, err := scanSession(db.r.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		err = core.ErrNotFound
-	}
-	if err != nil {
-		return core.Session{}, fmt.Errorf("get session %s: %w", id, err)
-	}
-	return s, nil
-}
-
-// args are a statement's arguments with SQLite's placeholders
-// (sqlstore.Args).
-type args struct{ v []any }
-
-func (a *args) Add(v any) string { a.v = append(a.v, v); return "?" }
-
-func (a *args) In(col string, vs []string) string {
-	a.v = appendStrings(a.v, vs)
-	return col + ` IN ` + inList(len(vs))
-}
-
-// ListRuns implements core.Store.
-func (db *DB) ListRuns(ctx context.Context, f core.RunFilter) (core.Page[core.Run], error) {
-	return listWhere(ctx, db, "list runs", `SELECT rowid, `+runCols+` FROM runs`, f.ListOptions,
-		func(a *args) string { return sqlstore.RunsWhere(f, a) }, scanRunItem)
-}
-
-// ListSessions implements core.Store.
-func (db *DB) ListSessions(ctx context.Context, f core.SessionFilter) (core.Page[core.Session], error) {
-	return listWhere(ctx, db, "list sessions", `SELECT rowid, `+sessionCols+` FROM sessions`, f.ListOptions,
-		func(a *args) string { return sqlstore.SessionsWhere(f, a) }, scanSession)
-}
-
-// ListApprovals implements core.Store.
-func (db *DB) ListApprovals(ctx context.Context, f core.ApprovalFilter) (core.Page[core.Approval], error) {
-	return listWhere(ctx, db, "list approvals", `SELECT rowid, `+approvalCols+` FROM approvals`, f.ListOptions,
-		func(a *args) string { return sqlstore.ApprovalsWhere(f, a) }, scanApproval)
-}
-
-// listWhere pages through the rows of selectFrom (which selects rowid, then
-// the item's columns) after o's cursor that match where's conditions.
-func listWhere[T any](ctx context.Context, db *DB, what, selectFrom string, o core.ListOptions, where func(*args) string,
-	scan func(s scanner, extra ...any) (T, error)) (core.Page[T], error) {
-	after, err := sqlstore.ParseCursor(o.Cursor)
-	if err != nil {
-		return core.Page[T]{}, fmt.Errorf("%s: %w", what, err)
-	}
-	a := &args{v: []any{after}}
-	q := selectFrom + ` WHERE rowid > ?` + where(a) + ` ORDER BY rowid LIMIT ?`
-	p, err := list(ctx, db, o, q, a.v, scan)
-	if err != nil {
-		return core.Page[T]{}, fmt.Errorf("%s: %w", what, err)
-	}
-	return p, nil
-}
-
-// GetApproval implements core.Store.
-func (db *DB) GetApproval(ctx context.Context, id string) (core.Approval, error) {
-	a, err := getApproval(ctx, db.r, id)
-	if err != nil {
-		return core.Approval{}, fmt.Errorf("get approval %s: %w", id, err)
-	}
-	return a, nil
 }
 
 // runDriver runs the run rules of sqlstore.Runs on db.
@@ -405,14 +134,14 @@ func (d runDriver) Now() time.Time { return d.db.opts.Clock.Now() }
 func (d runDriver) Enqueued()      { d.db.wake() }
 
 func (d runDriver) GetRun(ctx context.Context, id string) (runRow, error) {
-	return getRun(ctx, d.db.r, id)
+	return sqlstore.GetRun(ctx, conn{d.db.r}, id, "")
 }
 
 func (d runDriver) ClaimRun(ctx context.Context, c sqlstore.Claim) (core.Run, bool, error) {
 	var out core.Run
 	claimed := false
 	err := d.db.tx(ctx, func(tx *txn) error {
-		r, err := scanRun(tx.QueryRowContext(ctx, `UPDATE runs SET claimed_by = ?, claim_until = ?, status = 'running',
+		r, err := sqlstore.ScanRun(tx.QueryRowContext(ctx, `UPDATE runs SET claimed_by = ?, claim_until = ?, status = 'running',
 			started_at = COALESCE(started_at, ?)
 			WHERE id = ? AND status IN ('queued', 'running') AND (claimed_by = '' OR claimed_by = ? OR claim_until <= ?)
 			RETURNING `+runCols, c.Owner, c.Until.UnixNano(), c.Now.UnixNano(), c.ID, c.Owner, c.Now.UnixNano()))
@@ -442,7 +171,7 @@ func (d runDriver) StartCreated(ctx context.Context, rt sqlstore.RunTx, run core
 		return sqlstore.StartedAtCreate{}, false, err // the session's head goes first; finishing it enqueues this run
 	}
 	now := d.db.opts.Clock.Now()
-	r, err := scanRun(tx.QueryRowContext(ctx, `UPDATE runs SET claimed_by = ?, claim_until = ?, status = 'running',
+	r, err := sqlstore.ScanRun(tx.QueryRowContext(ctx, `UPDATE runs SET claimed_by = ?, claim_until = ?, status = 'running',
 		started_at = ? WHERE id = ? RETURNING `+runCols, st.Owner, st.Until.UnixNano(), now.UnixNano(), run.ID))
 	if err != nil {
 		return sqlstore.StartedAtCreate{}, false, fmt.Errorf("start run %s: %w", run.ID, err)
@@ -468,20 +197,20 @@ func (d runDriver) StartCreated(ctx context.Context, rt sqlstore.RunTx, run core
 func (d runDriver) StartRun(ctx context.Context, s core.Start) (core.Started, bool, error) {
 	var out core.Started
 	claimed := false
-	if r, err := getRun(ctx, d.db.r, s.ID); err == nil && r.Status == core.RunRunning && r.ClaimedBy == s.Owner &&
+	if r, err := sqlstore.GetRun(ctx, conn{d.db.r}, s.ID, ""); err == nil && r.Status == core.RunRunning && r.ClaimedBy == s.Owner &&
 		r.ClaimUntil != nil && s.Now.Before(*r.ClaimUntil) {
 		out.Run = r.Run
 		return d.readStarted(ctx, s, out)
 	}
 	err := d.db.tx(ctx, func(tx *txn) error {
-		was, err := getRun(ctx, tx, s.ID) // one writer: the status stays as read
+		was, err := sqlstore.GetRun(ctx, conn{tx}, s.ID, "") // one writer: the status stays as read
 		if errors.Is(err, core.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		r, err := scanRun(tx.QueryRowContext(ctx, `UPDATE runs SET claimed_by = ?1, claim_until = ?2, status = 'running',
+		r, err := sqlstore.ScanRun(tx.QueryRowContext(ctx, `UPDATE runs SET claimed_by = ?1, claim_until = ?2, status = 'running',
 			started_at = COALESCE(started_at, ?3)
 			WHERE id = ?4 AND status IN ('queued', 'running') AND (claimed_by = '' OR claimed_by = ?1 OR claim_until <= ?3)
 				AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.session_id = runs.session_id AND o.rowid < runs.rowid
@@ -525,7 +254,7 @@ func (d runDriver) readStarted(ctx context.Context, s core.Start, out core.Start
 }
 
 func (d runDriver) SessionHead(ctx context.Context, sessionID string) (runRow, error) {
-	r, err := scanRun(d.db.r.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs
+	r, err := sqlstore.ScanRun(d.db.r.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs
 		WHERE session_id = ? AND status IN `+activeStatuses+` ORDER BY rowid LIMIT 1`, sessionID))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = core.ErrNotFound
@@ -547,7 +276,7 @@ func (d runDriver) AppendClaimed(ctx context.Context, id, owner string, evs []co
 	var out []core.Event
 	ok := false
 	err := d.db.tx(ctx, func(tx *txn) error {
-		r, err := getRun(ctx, tx, id)
+		r, err := sqlstore.GetRun(ctx, conn{tx}, id, "")
 		if errors.Is(err, core.ErrNotFound) || err == nil && sqlstore.CheckClaim(r, owner) != nil {
 			return nil
 		}
@@ -579,7 +308,9 @@ func (t runTx) CreateRuns(ctx context.Context, runs []core.NewRun) ([]core.Run, 
 	return out, nil
 }
 
-func (t runTx) LockRun(ctx context.Context, id string) (runRow, error) { return getRun(ctx, t.tx, id) }
+func (t runTx) LockRun(ctx context.Context, id string) (runRow, error) {
+	return sqlstore.GetRun(ctx, conn{t.tx}, id, "")
+}
 
 func (t runTx) InsertApproval(ctx context.Context, a core.Approval, args, policy []byte) error {
 	_, err := t.tx.ExecContext(ctx, `INSERT INTO approvals(id, run_id, session_id, tool_call_id, tool, arguments,
@@ -606,7 +337,7 @@ func (t runTx) SetCancelled(ctx context.Context, id, reason string, at time.Time
 }
 
 func (t runTx) setRun(ctx context.Context, query string, args ...any) (*core.Run, error) {
-	r, err := scanRun(t.tx.QueryRowContext(ctx, query, args...))
+	r, err := sqlstore.ScanRun(t.tx.QueryRowContext(ctx, query, args...))
 	if err != nil {
 		return nil, err
 	}
@@ -618,7 +349,7 @@ func (t runTx) setRun(ctx context.Context, query string, args ...any) (*core.Run
 func (t runTx) Close(ctx context.Context, id, by, reason string, at time.Time) (sqlstore.Closing, error) {
 	var c sqlstore.Closing
 	var err error
-	if c.Run, err = getRun(ctx, t.tx, id); err != nil || c.Run.Status.Terminal() {
+	if c.Run, err = sqlstore.GetRun(ctx, conn{t.tx}, id, ""); err != nil || c.Run.Status.Terminal() {
 		return c, err
 	}
 	rows, err := t.tx.QueryContext(ctx, `UPDATE approvals SET status = 'cancelled', decided_by = ?, decided_via = '',
@@ -663,18 +394,18 @@ func (t runTx) Close(ctx context.Context, id, by, reason string, at time.Time) (
 }
 
 func (t runTx) DecideApproval(ctx context.Context, id string, d core.Decision) (sqlstore.Decided, error) {
-	a, err := getApproval(ctx, t.tx, id)
+	a, err := sqlstore.GetApproval(ctx, conn{t.tx}, id)
 	if err != nil || a.Status != core.ApprovalPending || d.ArgsSHA256 != "" && d.ArgsSHA256 != a.ArgsSHA256 {
 		return sqlstore.Decided{}, err
 	}
-	a, err = scanApproval(t.tx.QueryRowContext(ctx, `UPDATE approvals SET status = ?, decided_by = ?, decided_by_name = ?,
+	a, err = sqlstore.ScanApproval(t.tx.QueryRowContext(ctx, `UPDATE approvals SET status = ?, decided_by = ?, decided_by_name = ?,
 		decided_via = ?, reason = ?, decided_at = ? WHERE id = ? AND status = 'pending' RETURNING `+approvalCols,
 		string(d.Status), d.By, d.ByName, d.Via, d.Reason, d.At.UnixNano(), id))
 	if err != nil {
 		return sqlstore.Decided{}, err
 	}
 	// A paused run resumes once no approval of it is pending.
-	r, err := scanRun(t.tx.QueryRowContext(ctx, `UPDATE runs SET status = CASE WHEN status = 'paused' AND NOT EXISTS (
+	r, err := sqlstore.ScanRun(t.tx.QueryRowContext(ctx, `UPDATE runs SET status = CASE WHEN status = 'paused' AND NOT EXISTS (
 		SELECT 1 FROM approvals WHERE run_id = runs.id AND status = 'pending') THEN 'queued' ELSE status END
 		WHERE id = ? RETURNING `+runCols, a.RunID))
 	if err != nil {
@@ -684,7 +415,7 @@ func (t runTx) DecideApproval(ctx context.Context, id string, d core.Decision) (
 }
 
 func (t runTx) GetApproval(ctx context.Context, id string) (core.Approval, error) {
-	return getApproval(ctx, t.tx, id)
+	return sqlstore.GetApproval(ctx, conn{t.tx}, id)
 }
 
 func (t runTx) ActiveRuns(ctx context.Context) ([]string, error) {
@@ -721,121 +452,7 @@ func (t runTx) Enqueue(ctx context.Context, jobs ...core.Job) error {
 func (t runTx) Ack(ctx context.Context, j core.Job) error { return ackTx(ctx, t.tx, &j) }
 
 func (t runTx) InsertAudit(ctx context.Context, e core.AuditEntry) error {
-	return insertAuditTx(ctx, t.tx, e, e.At)
-}
-
-// DueApprovals implements core.Store; limit 0 means no limit.
-func (db *DB) DueApprovals(ctx context.Context, now time.Time, limit int) ([]core.Approval, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT `+approvalCols+` FROM approvals
-		WHERE status = 'pending' AND expires_at <= ? ORDER BY expires_at, rowid LIMIT ?`, now.UnixNano(), sqlLimit(limit))
-	if err != nil {
-		return nil, fmt.Errorf("due approvals: %w", err)
-	}
-	defer rows.Close()
-	var out []core.Approval
-	for rows.Next() {
-		a, err := scanApproval(rows)
-		if err != nil {
-			return nil, fmt.Errorf("due approvals: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("due approvals: %w", err)
-	}
-	return out, nil
-}
-
-// CountRuns implements core.Store; every known status has an entry.
-func (db *DB) CountRuns(ctx context.Context) (map[core.RunStatus]int64, error) {
-	m, err := countBy(ctx, db.r, `SELECT status, COUNT(*) FROM runs GROUP BY status`)
-	if err != nil {
-		return nil, fmt.Errorf("count runs: %w", err)
-	}
-	return sqlstore.RunCounts(m), nil
-}
-
-// CountApprovals implements core.Store; every known status has an entry.
-func (db *DB) CountApprovals(ctx context.Context) (map[core.ApprovalStatus]int64, error) {
-	m, err := countBy(ctx, db.r, `SELECT status, COUNT(*) FROM approvals GROUP BY status`)
-	if err != nil {
-		return nil, fmt.Errorf("count approvals: %w", err)
-	}
-	return sqlstore.ApprovalCounts(m), nil
-}
-
-func countBy(ctx context.Context, q querier, query string) (map[string]int64, error) {
-	rows, err := q.QueryContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	m := map[string]int64{}
-	for rows.Next() {
-		var s string
-		var n int64
-		if err := rows.Scan(&s, &n); err != nil {
-			return nil, err
-		}
-		m[s] = n
-	}
-	return m, rows.Err()
-}
-
-// ClaimSend implements core.Outbox.
-func (db *DB) ClaimSend(ctx context.Context, key string, at time.Time) (bool, string, error) {
-	var claimed bool
-	var state string
-	err := db.tx(ctx, func(tx *txn) error {
-		err := tx.QueryRowContext(ctx, `SELECT state FROM outbox WHERE key = ?`, key).Scan(&state)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			_, err = tx.ExecContext(ctx, `INSERT INTO outbox(key, state, created_at, updated_at) VALUES (?, ?, ?, ?)`,
-				key, core.SendSending, at.UnixNano(), at.UnixNano())
-		case err == nil && state == core.SendFailed:
-			_, err = tx.ExecContext(ctx, `UPDATE outbox SET state = ?, updated_at = ? WHERE key = ?`,
-				core.SendSending, at.UnixNano(), key)
-		case err == nil:
-			return nil
-		}
-		claimed, state = err == nil, core.SendSending
-		return err
-	})
-	if err != nil {
-		return false, "", fmt.Errorf("claim send %s: %w", key, err)
-	}
-	return claimed, state, nil
-}
-
-// SendRef implements core.Outbox.
-func (db *DB) SendRef(ctx context.Context, key string) (state, ref string, err error) {
-	err = db.r.QueryRowContext(ctx, `SELECT state, ref FROM outbox WHERE key = ?`, key).Scan(&state, &ref)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = core.ErrNotFound
-	}
-	if err != nil {
-		return "", "", fmt.Errorf("send ref %s: %w", key, err)
-	}
-	return state, ref, nil
-}
-
-// SetSendState implements core.Outbox.
-func (db *DB) SetSendState(ctx context.Context, key, state, ref string, at time.Time) error {
-	err := db.tx(ctx, func(tx *txn) error {
-		res, err := tx.ExecContext(ctx, `UPDATE outbox SET state = ?, ref = ?, updated_at = ? WHERE key = ?`,
-			state, ref, at.UnixNano(), key)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err == nil && n == 0 {
-			return core.ErrNotFound
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("set send state %s: %w", key, err)
-	}
-	return nil
+	return sqlstore.InsertAudit(ctx, conn{t.tx}, e, e.At)
 }
 
 // changed reports whether an exec changed a row.

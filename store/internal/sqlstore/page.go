@@ -29,7 +29,8 @@ func Page[T any](ctx context.Context, c Conn, o core.ListOptions, q string, args
 	limit := PageLimit(o.Limit)
 	page := core.Page[T]{Items: []T{}}
 	var last int64
-	err := c.Query(ctx, q+` LIMIT `+args.Add(limit+1), args, func(r Row) error {
+	q += ` LIMIT ` + args.Add(limit+1)
+	err := c.Query(ctx, q, args, func(r Row) error {
 		if len(page.Items) == limit {
 			page.NextCursor = strconv.FormatInt(last, 10)
 			return nil

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -56,4 +57,182 @@ func Retry(attempt, maxAttempts int, retryAfter time.Duration, backoff func(int)
 		retryAfter = backoff(attempt)
 	}
 	return false, retryAfter
+}
+
+// JobCols are the columns ScanJob reads, in order.
+const JobCols = `id, kind, key, payload, attempt, max_attempts, visible_at, last_error, created_at, lease`
+
+// Jobs implements the parts of core.Queue (and relay.Keeper) that are plain
+// statements on the jobs table; a driver adds Enqueue and Dequeue.
+type Jobs struct {
+	R, W        Conn // reads; single statements that write
+	Tx          Writer
+	Dialect     *Dialect
+	Now         func() time.Time
+	MaxAttempts int                     // a job's default delivery limit
+	Backoff     func(int) time.Duration // delay before retry number attempt
+	// Due is told that jobs became due now: the driver wakes consumers.
+	Due func(ctx context.Context)
+}
+
+// ScanJob reads JobCols, then the extra columns; a job's delivery limit is
+// def when it was stored without one.
+func ScanJob(r Row, def int, extra ...any) (core.Job, error) {
+	var j core.Job
+	var payload []byte
+	dest := append([]any{&j.ID, &j.Kind, &j.Key, &payload, &j.Attempt, &j.MaxAttempts,
+		At(&j.RunAt), &j.LastError, At(&j.CreatedAt), &j.Lease}, extra...)
+	if err := r.Scan(dest...); err != nil {
+		return core.Job{}, err
+	}
+	j.Payload = payload
+	j.MaxAttempts = MaxAttempts(j.MaxAttempts, def)
+	return j, nil
+}
+
+// Extend renews the lease of a delivered job; see core.Queue. The lease
+// token does not change.
+func (q Jobs) Extend(ctx context.Context, j core.Job, lease time.Duration) error {
+	if lease <= 0 {
+		return fmt.Errorf("extend job %s: lease must be positive, got %s", j.ID, lease)
+	}
+	n, err := q.held(ctx, j, `UPDATE jobs SET visible_at = ? WHERE id = ? AND lease = ? AND dead_at IS NULL`,
+		q.Now().Add(lease), j.ID, j.Lease)
+	if err == nil && n == 0 {
+		err = core.ErrLeaseLost
+	}
+	if err != nil {
+		return fmt.Errorf("extend job %s: %w", j.ID, err)
+	}
+	return nil
+}
+
+// held runs a statement on job j unless it holds no lease (core.ErrLeaseLost).
+func (q Jobs) held(ctx context.Context, j core.Job, stmt string, args ...any) (int64, error) {
+	if j.Lease == "" {
+		return 0, core.ErrLeaseLost
+	}
+	return q.W.Exec(ctx, stmt, args...)
+}
+
+// AckStmt deletes a delivered job (id, lease) while it holds its lease.
+const AckStmt = `DELETE FROM jobs WHERE id = ? AND lease = ? AND dead_at IS NULL`
+
+// Ack removes a delivered job; see core.Queue.
+func (q Jobs) Ack(ctx context.Context, j core.Job) error {
+	n, err := q.held(ctx, j, AckStmt, j.ID, j.Lease)
+	if err == nil && n == 0 {
+		err = core.ErrLeaseLost
+	}
+	if err != nil {
+		return fmt.Errorf("ack job %s: %w", j.ID, err)
+	}
+	return nil
+}
+
+// Fail records reason and schedules a retry after retryAfter (<= 0: after
+// Backoff(attempt)), or dead-letters the job when it has used its last
+// attempt; see core.Queue.
+func (q Jobs) Fail(ctx context.Context, j core.Job, reason string, retryAfter time.Duration) (bool, error) {
+	if j.Lease == "" {
+		return false, fmt.Errorf("fail job %s: %w", j.ID, core.ErrLeaseLost)
+	}
+	var dead bool
+	err := q.Tx.WriteTx(ctx, func(tx Conn) error {
+		var attempt, maxAttempts int
+		err := One(ctx, tx, `SELECT attempt, max_attempts FROM jobs WHERE id = ? AND lease = ? AND dead_at IS NULL`+
+			q.Dialect.ForUpdate, []any{j.ID, j.Lease}, func(r Row) error { return r.Scan(&attempt, &maxAttempts) })
+		if errors.Is(err, core.ErrNotFound) {
+			return core.ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		now := q.Now()
+		var delay time.Duration
+		if dead, delay = Retry(attempt, MaxAttempts(maxAttempts, q.MaxAttempts), retryAfter, q.Backoff); dead {
+			_, err = tx.Exec(ctx, `UPDATE jobs SET dead_at = ?, last_error = ?, consumer = '', lease = '' WHERE id = ?`,
+				now, reason, j.ID)
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE jobs SET last_error = ?, consumer = '', lease = '', visible_at = ? WHERE id = ?`,
+			reason, now.Add(delay), j.ID)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("fail job %s: %w", j.ID, err)
+	}
+	return dead, nil
+}
+
+// Recover makes the live jobs leased to consumer due at once and returns how
+// many there were; see core.Queue. Their Attempt still counts the lost
+// delivery.
+func (q Jobs) Recover(ctx context.Context, consumer string) (int, error) {
+	if consumer == "" {
+		return 0, errors.New("recover: consumer must not be empty")
+	}
+	now := q.Now()
+	n, err := q.W.Exec(ctx, `UPDATE jobs SET consumer = '', lease = '',
+		visible_at = CASE WHEN visible_at < ? THEN visible_at ELSE ? END
+		WHERE consumer = ? AND dead_at IS NULL`, now, now, consumer)
+	if err != nil {
+		return 0, fmt.Errorf("recover %s: %w", consumer, err)
+	}
+	if n > 0 {
+		q.Due(ctx)
+	}
+	return int(n), nil
+}
+
+// DeadLetters lists up to limit (0 = all) dead-lettered jobs in the order
+// they died, oldest first; see core.Queue.
+func (q Jobs) DeadLetters(ctx context.Context, limit int) ([]core.Job, error) {
+	jobs, err := Collect(ctx, q.R, `SELECT `+JobCols+` FROM jobs WHERE dead_at IS NOT NULL ORDER BY dead_at, `+
+		q.Dialect.Seq+` LIMIT ?`, []any{q.Dialect.Limit(limit)}, func(r Row) (core.Job, error) { return ScanJob(r, q.MaxAttempts) })
+	if err != nil {
+		return nil, fmt.Errorf("dead letters: %w", err)
+	}
+	return jobs, nil
+}
+
+// RetryDead makes a dead-lettered job due now with its attempts counted
+// anew; see core.Queue.
+func (q Jobs) RetryDead(ctx context.Context, id string) (j core.Job, err error) {
+	err = One(ctx, q.W, `UPDATE jobs SET dead_at = NULL, attempt = 0, visible_at = ?
+		WHERE id = ? AND dead_at IS NOT NULL RETURNING `+JobCols, []any{q.Now(), id},
+		func(r Row) (err error) { j, err = ScanJob(r, q.MaxAttempts); return err })
+	if err != nil {
+		return core.Job{}, fmt.Errorf("retry dead job %s: %w", id, err)
+	}
+	q.Due(ctx)
+	return j, nil
+}
+
+// Depth counts jobs not yet acked and not dead; see core.Queue.
+func (q Jobs) Depth(ctx context.Context) (n int64, err error) {
+	err = One(ctx, q.R, `SELECT COUNT(*) FROM jobs WHERE dead_at IS NULL`, nil, func(r Row) error { return r.Scan(&n) })
+	if err != nil {
+		return 0, fmt.Errorf("queue depth: %w", err)
+	}
+	return n, nil
+}
+
+// Keep implements relay.Keeper: a job forwarded to another queue stays here,
+// hidden until until, its lease released and its delivery not counted.
+func (q Jobs) Keep(ctx context.Context, j core.Job, until time.Time) error {
+	if _, err := q.W.Exec(ctx, `UPDATE jobs SET consumer = '', lease = '',
+		attempt = CASE WHEN attempt > 0 THEN attempt - 1 ELSE 0 END,
+		visible_at = ? WHERE id = ? AND lease = ? AND dead_at IS NULL`, until, j.ID, j.Lease); err != nil {
+		return fmt.Errorf("keep job %s: %w", j.ID, err)
+	}
+	return nil
+}
+
+// Done implements relay.Keeper: the forwarded copy of job id was handled.
+func (q Jobs) Done(ctx context.Context, id string) error {
+	if _, err := q.W.Exec(ctx, `DELETE FROM jobs WHERE id = ? AND dead_at IS NULL`, id); err != nil {
+		return fmt.Errorf("done job %s: %w", id, err)
+	}
+	return nil
 }

@@ -181,7 +181,8 @@ func (s Routines) ListRoutines(ctx context.Context, f core.RoutineFilter) (core.
 	limit := PageLimit(f.Limit)
 	a := Params{f.Cursor}
 	q := `SELECT ` + RoutineCols + ` FROM routines WHERE id > ?` + RoutinesWhere(f, &a)
-	items, err := Collect(ctx, s.R, q+` ORDER BY id LIMIT `+a.Add(limit+1), a, scanRoutineRow)
+	q += ` ORDER BY id LIMIT ` + a.Add(limit+1)
+	items, err := Collect(ctx, s.R, q, a, scanRoutineRow)
 	if err != nil {
 		return core.Page[core.Routine]{}, fmt.Errorf("list routines: %w", err)
 	}
