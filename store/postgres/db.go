@@ -55,6 +55,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/lease"
 	"github.com/agentgate/agentgate/store/internal/sqlstore"
 )
 
@@ -126,11 +127,13 @@ type DB struct {
 	sqlstore.Routines // the routine rules, over routineDriver
 	sqlstore.Runs     // the run rules written once, over runDriver
 	sqlstore.Data     // reads, audit, outbox and inbox claims
+	sqlstore.Jobs     // the queue, but for Enqueue and Dequeue
 }
 
 var (
-	_ core.Store = (*DB)(nil)
-	_ core.Queue = (*DB)(nil)
+	_ core.Store  = (*DB)(nil)
+	_ core.Queue  = (*DB)(nil)
+	_ lease.Store = (*DB)(nil)
 )
 
 // Open connects to the database at url (a postgres:// URL or key=value DSN,
@@ -163,6 +166,8 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		listenReady: make(chan struct{})}
 	db.Routines = sqlstore.Routines{D: routineDriver{db}, R: poolConn{db.pool}, Dialect: dialect}
 	db.Data = sqlstore.Data{R: poolConn{db.pool}, W: poolConn{db.pool}, Tx: db, Dialect: dialect, Now: db.opts.Clock.Now}
+	db.Jobs = sqlstore.Jobs{R: poolConn{db.pool}, W: poolConn{db.pool}, Dialect: dialect, Now: db.opts.Clock.Now,
+		MaxAttempts: db.opts.MaxAttempts, Backoff: db.opts.Backoff, Due: db.due}
 	db.Runs = sqlstore.Runs{D: runDriver{db}}
 	if opts.SkipMigrate {
 		err = db.Ping(ctx)

@@ -22,6 +22,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/lease"
 	"github.com/agentgate/agentgate/store/internal/sqlstore"
 )
 
@@ -66,12 +67,14 @@ type DB struct {
 	sqlstore.Routines // the routine rules, over routineDriver
 	sqlstore.Runs     // the run rules written once, over runDriver
 	sqlstore.Data     // reads, audit, outbox and inbox claims
+	sqlstore.Jobs     // the queue, but for Enqueue and Dequeue
 }
 
 var (
 	_ core.Store   = (*DB)(nil)
 	_ core.Queue   = (*DB)(nil)
 	_ core.Handoff = (*DB)(nil)
+	_ lease.Store  = (*DB)(nil)
 )
 
 // Open opens (creating if needed) the database file at path and applies
@@ -126,6 +129,8 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	db := &DB{w: w, wst: newStmtCache(w), r: &readPool{DB: r, st: newStmtCache(r)}, ck: ck, path: path, opts: opts, notify: make(chan struct{}), handCh: make(chan struct{}, 1024), commits: newCommitter()}
 	db.Routines = sqlstore.Routines{D: routineDriver{db}, R: conn{db.r}, Dialect: dialect}
 	db.Data = sqlstore.Data{R: conn{db.r}, W: writeConn{db}, Tx: db, Dialect: dialect, Now: db.opts.Clock.Now}
+	db.Jobs = sqlstore.Jobs{R: conn{db.r}, W: writeConn{db}, Dialect: dialect, Now: db.opts.Clock.Now,
+		MaxAttempts: db.opts.MaxAttempts, Backoff: db.opts.Backoff, Due: func(context.Context) { db.wake() }}
 	db.Runs = sqlstore.Runs{D: runDriver{db}}
 	go db.commits.run(db)
 	if err := db.migrate(ctx); err != nil {

@@ -19,27 +19,6 @@ import (
 // due again under a new token. Every change goes through the single writer
 // connection, so selecting a due job and leasing it cannot race.
 
-// jobColumns are the columns scanJob reads, in order.
-const jobColumns = `id, kind, key, payload, attempt, max_attempts, visible_at, last_error, created_at, lease`
-
-// scanJob reads one row of jobColumns.
-func (db *DB) scanJob(row interface{ Scan(...any) error }) (core.Job, error) {
-	var (
-		j                   core.Job
-		payload             []byte
-		visibleAt, createAt int64
-	)
-	if err := row.Scan(&j.ID, &j.Kind, &j.Key, &payload, &j.Attempt, &j.MaxAttempts,
-		&visibleAt, &j.LastError, &createAt, &j.Lease); err != nil {
-		return core.Job{}, err
-	}
-	j.Payload = payload
-	j.MaxAttempts = db.maxAttempts(j.MaxAttempts)
-	j.RunAt = nanos(visibleAt)
-	j.CreatedAt = nanos(createAt)
-	return j, nil
-}
-
 // maxAttempts is the effective delivery limit of a job whose stored limit is n.
 func (db *DB) maxAttempts(n int) int { return sqlstore.MaxAttempts(n, db.opts.MaxAttempts) }
 
@@ -187,9 +166,9 @@ func (db *DB) TryDequeue(ctx context.Context, consumer string, lease time.Durati
 		now := db.opts.Clock.Now()
 		for {
 			var err error
-			j, err = db.scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs
+			j, err = sqlstore.ScanJob(tx.QueryRowContext(ctx, `SELECT `+sqlstore.JobCols+` FROM jobs
 				WHERE dead_at IS NULL AND visible_at <= ?
-				ORDER BY visible_at, rowid LIMIT 1`, now.UnixNano()))
+				ORDER BY visible_at, rowid LIMIT 1`, now.UnixNano()), db.opts.MaxAttempts)
 			if errors.Is(err, sql.ErrNoRows) {
 				return nil
 			}
@@ -226,209 +205,12 @@ func (db *DB) TryDequeue(ctx context.Context, consumer string, lease time.Durati
 	return j, true, nil
 }
 
-// Extend renews the lease of a delivered job; see core.Queue. The lease
-// token does not change.
-func (db *DB) Extend(ctx context.Context, j core.Job, lease time.Duration) error {
-	if lease <= 0 {
-		return fmt.Errorf("extend job %s: lease must be positive, got %s", j.ID, lease)
-	}
-	if j.Lease == "" {
-		return fmt.Errorf("extend job %s: %w", j.ID, core.ErrLeaseLost)
-	}
-	var n int64
-	err := db.tx(ctx, func(tx *txn) error {
-		res, err := tx.ExecContext(ctx, `UPDATE jobs SET visible_at = ?
-			WHERE id = ? AND lease = ? AND dead_at IS NULL`,
-			db.opts.Clock.Now().Add(lease).UnixNano(), j.ID, j.Lease)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("extend job %s: %w", j.ID, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("extend job %s: %w", j.ID, core.ErrLeaseLost)
-	}
-	return nil
-}
-
-// Ack removes a delivered job; see core.Queue.
-func (db *DB) Ack(ctx context.Context, j core.Job) error {
-	if j.Lease == "" {
-		return fmt.Errorf("ack job %s: %w", j.ID, core.ErrLeaseLost)
-	}
-	var n int64
-	err := db.tx(ctx, func(tx *txn) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id = ? AND lease = ? AND dead_at IS NULL`, j.ID, j.Lease)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("ack job %s: %w", j.ID, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("ack job %s: %w", j.ID, core.ErrLeaseLost)
-	}
-	return nil
-}
-
 // ackTx acks j inside tx when it still holds its lease (core.Finish.Ack);
 // nil or a lost lease does nothing.
 func ackTx(ctx context.Context, tx *txn, j *core.Job) error {
 	if j == nil || j.Lease == "" {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id = ? AND lease = ? AND dead_at IS NULL`, j.ID, j.Lease)
+	_, err := tx.ExecContext(ctx, sqlstore.AckStmt, j.ID, j.Lease)
 	return err
-}
-
-// Fail records reason and schedules a retry after retryAfter (<= 0: after
-// Options.Backoff(attempt)), or dead-letters the job when it has used its
-// last attempt; see core.Queue.
-func (db *DB) Fail(ctx context.Context, j core.Job, reason string, retryAfter time.Duration) (bool, error) {
-	if j.Lease == "" {
-		return false, fmt.Errorf("fail job %s: %w", j.ID, core.ErrLeaseLost)
-	}
-	var dead bool
-	err := db.tx(ctx, func(tx *txn) error {
-		var attempt, maxAttempts int
-		err := tx.QueryRowContext(ctx, `SELECT attempt, max_attempts FROM jobs
-			WHERE id = ? AND lease = ? AND dead_at IS NULL`, j.ID, j.Lease).Scan(&attempt, &maxAttempts)
-		if errors.Is(err, sql.ErrNoRows) {
-			return core.ErrLeaseLost
-		}
-		if err != nil {
-			return err
-		}
-		now := db.opts.Clock.Now()
-		var delay time.Duration
-		if dead, delay = sqlstore.Retry(attempt, db.maxAttempts(maxAttempts), retryAfter, db.opts.Backoff); dead {
-			_, err = tx.ExecContext(ctx, `UPDATE jobs SET dead_at = ?, last_error = ?, consumer = '', lease = ''
-				WHERE id = ?`, now.UnixNano(), reason, j.ID)
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE jobs SET last_error = ?, consumer = '', lease = '', visible_at = ?
-			WHERE id = ?`, reason, now.Add(delay).UnixNano(), j.ID)
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("fail job %s: %w", j.ID, err)
-	}
-	return dead, nil
-}
-
-// Recover makes the live jobs leased to consumer due at once and returns how
-// many there were; see core.Queue. Their Attempt still counts the lost
-// delivery.
-func (db *DB) Recover(ctx context.Context, consumer string) (int, error) {
-	if consumer == "" {
-		return 0, errors.New("recover: consumer must not be empty")
-	}
-	var n int64
-	err := db.tx(ctx, func(tx *txn) error {
-		res, err := tx.ExecContext(ctx, `UPDATE jobs SET consumer = '', lease = '', visible_at = MIN(visible_at, ?)
-			WHERE consumer = ? AND dead_at IS NULL`, db.opts.Clock.Now().UnixNano(), consumer)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("recover %s: %w", consumer, err)
-	}
-	if n > 0 {
-		db.wake()
-	}
-	return int(n), nil
-}
-
-// DeadLetters lists up to limit (0 = all) dead-lettered jobs in the order
-// they died, oldest first; see core.Queue.
-func (db *DB) DeadLetters(ctx context.Context, limit int) ([]core.Job, error) {
-	if limit <= 0 {
-		limit = -1 // SQLite: no limit
-	}
-	rows, err := db.r.QueryContext(ctx, `SELECT `+jobColumns+` FROM jobs
-		WHERE dead_at IS NOT NULL ORDER BY dead_at, rowid LIMIT ?`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("dead letters: %w", err)
-	}
-	defer rows.Close()
-	var jobs []core.Job
-	for rows.Next() {
-		j, err := db.scanJob(rows)
-		if err != nil {
-			return nil, fmt.Errorf("dead letters: %w", err)
-		}
-		jobs = append(jobs, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("dead letters: %w", err)
-	}
-	return jobs, nil
-}
-
-// RetryDead makes a dead-lettered job due now with its attempts counted
-// anew; see core.Queue.
-func (db *DB) RetryDead(ctx context.Context, id string) (core.Job, error) {
-	var j core.Job
-	err := db.tx(ctx, func(tx *txn) error {
-		res, err := tx.ExecContext(ctx, `UPDATE jobs SET dead_at = NULL, attempt = 0, visible_at = ?
-			WHERE id = ? AND dead_at IS NOT NULL`, db.opts.Clock.Now().UnixNano(), id)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return core.ErrNotFound
-		}
-		j, err = db.scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
-		return err
-	})
-	if err != nil {
-		return core.Job{}, fmt.Errorf("retry dead job %s: %w", id, err)
-	}
-	db.wake()
-	return j, nil
-}
-
-// Depth counts jobs not yet acked and not dead; see core.Queue.
-func (db *DB) Depth(ctx context.Context) (int64, error) {
-	var n int64
-	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs WHERE dead_at IS NULL`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("queue depth: %w", err)
-	}
-	return n, nil
-}
-
-// Keep implements relay.Keeper: a job forwarded to another queue stays here,
-// hidden until until, its lease released and its delivery not counted.
-func (db *DB) Keep(ctx context.Context, j core.Job, until time.Time) error {
-	err := db.tx(ctx, func(tx *txn) error {
-		_, err := tx.ExecContext(ctx, `UPDATE jobs SET consumer = '', lease = '', attempt = MAX(attempt - 1, 0),
-			visible_at = ? WHERE id = ? AND lease = ? AND dead_at IS NULL`, until.UnixNano(), j.ID, j.Lease)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("keep job %s: %w", j.ID, err)
-	}
-	return nil
-}
-
-// Done implements relay.Keeper: the forwarded copy of job id was handled.
-func (db *DB) Done(ctx context.Context, id string) error {
-	err := db.tx(ctx, func(tx *txn) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id = ? AND dead_at IS NULL`, id)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("done job %s: %w", id, err)
-	}
-	return nil
 }

@@ -66,7 +66,6 @@ const JobCols = `id, kind, key, payload, attempt, max_attempts, visible_at, last
 // statements on the jobs table; a driver adds Enqueue and Dequeue.
 type Jobs struct {
 	R, W        Conn // reads; single statements that write
-	Tx          Writer
 	Dialect     *Dialect
 	Now         func() time.Time
 	MaxAttempts int                     // a job's default delivery limit
@@ -137,28 +136,26 @@ func (q Jobs) Fail(ctx context.Context, j core.Job, reason string, retryAfter ti
 	if j.Lease == "" {
 		return false, fmt.Errorf("fail job %s: %w", j.ID, core.ErrLeaseLost)
 	}
-	var dead bool
-	err := q.Tx.WriteTx(ctx, func(tx Conn) error {
-		var attempt, maxAttempts int
-		err := One(ctx, tx, `SELECT attempt, max_attempts FROM jobs WHERE id = ? AND lease = ? AND dead_at IS NULL`+
-			q.Dialect.ForUpdate, []any{j.ID, j.Lease}, func(r Row) error { return r.Scan(&attempt, &maxAttempts) })
-		if errors.Is(err, core.ErrNotFound) {
-			return core.ErrLeaseLost
-		}
-		if err != nil {
-			return err
-		}
-		now := q.Now()
-		var delay time.Duration
-		if dead, delay = Retry(attempt, MaxAttempts(maxAttempts, q.MaxAttempts), retryAfter, q.Backoff); dead {
-			_, err = tx.Exec(ctx, `UPDATE jobs SET dead_at = ?, last_error = ?, consumer = '', lease = '' WHERE id = ?`,
-				now, reason, j.ID)
-			return err
-		}
-		_, err = tx.Exec(ctx, `UPDATE jobs SET last_error = ?, consumer = '', lease = '', visible_at = ? WHERE id = ?`,
-			reason, now.Add(delay), j.ID)
-		return err
-	})
+	// No transaction: the statements hold while j holds its lease, which
+	// the update checks again.
+	var attempt, maxAttempts int
+	err := One(ctx, q.R, `SELECT attempt, max_attempts FROM jobs WHERE id = ? AND lease = ? AND dead_at IS NULL`,
+		[]any{j.ID, j.Lease}, func(r Row) error { return r.Scan(&attempt, &maxAttempts) })
+	now := q.Now()
+	dead, delay := Retry(attempt, MaxAttempts(maxAttempts, q.MaxAttempts), retryAfter, q.Backoff)
+	var n int64
+	switch {
+	case err != nil:
+	case dead:
+		n, err = q.W.Exec(ctx, `UPDATE jobs SET dead_at = ?, last_error = ?, consumer = '', lease = ''
+			WHERE id = ? AND lease = ? AND dead_at IS NULL`, now, reason, j.ID, j.Lease)
+	default:
+		n, err = q.W.Exec(ctx, `UPDATE jobs SET last_error = ?, consumer = '', lease = '', visible_at = ?
+			WHERE id = ? AND lease = ? AND dead_at IS NULL`, reason, now.Add(delay), j.ID, j.Lease)
+	}
+	if errors.Is(err, core.ErrNotFound) || err == nil && n == 0 {
+		err = core.ErrLeaseLost
+	}
 	if err != nil {
 		return false, fmt.Errorf("fail job %s: %w", j.ID, err)
 	}
