@@ -107,3 +107,15 @@ func Decode[T any](platform, key string, entry json.RawMessage) (T, error) {
 	}
 	return v, nil
 }
+
+// Entries is an InboxConfig.Handle that decodes each entry as a T (one
+// that does not decode is a permanent failure) for handle.
+func Entries[T any](platform string, handle func(ctx context.Context, key string, e T) error) func(context.Context, string, json.RawMessage) error {
+	return func(ctx context.Context, key string, entry json.RawMessage) error {
+		e, err := Decode[T](platform, key, entry)
+		if err != nil {
+			return err
+		}
+		return handle(ctx, key, e)
+	}
+}

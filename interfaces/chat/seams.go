@@ -70,17 +70,25 @@ type NotifierConfig[C any] struct {
 	Logger *slog.Logger
 }
 
-// NotifierDefaults checks what a platform's notifier needs (a store, a
-// client) and fills the clock and logger left nil.
-func NotifierDefaults(platform string, store NotifierStore, client bool, clock *core.Clock, log **slog.Logger) error {
-	if store == nil || !client {
-		return fmt.Errorf("%s: the notifier needs a store and a client", platform)
+// Poster checks what a platform's notifier needs (a store, a client: has
+// says it is set), fills the clock and logger left nil and returns the
+// post-once for the client; maybePosted is the platform's error of a post
+// that may have gone through.
+func (c *NotifierConfig[C]) Poster(platform string, has bool, maybePosted error) (Poster[C], error) {
+	if c.Store == nil || !has {
+		return Poster[C]{}, fmt.Errorf("%s: the notifier needs a store and a client", platform)
 	}
-	if *clock == nil {
+	Defaults(&c.Clock, &c.Logger)
+	return NewPoster(platform, c.Store, c.Client, c.Clock, c.Logger, maybePosted), nil
+}
+
+// Defaults fills a clock and a logger left nil: the system clock, a logger
+// that discards.
+func Defaults(clock *core.Clock, log **slog.Logger) {
+	if clock != nil && *clock == nil {
 		*clock = core.SystemClock{}
 	}
 	if *log == nil {
 		*log = slog.New(slog.DiscardHandler)
 	}
-	return nil
 }

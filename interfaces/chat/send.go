@@ -34,6 +34,22 @@ type Sender struct {
 	MaybePosted func(error) bool
 }
 
+// Poster is a platform's API client with the outbox's post-once for it.
+type Poster[C any] struct {
+	Sender
+	Client C
+}
+
+// NewPoster returns the Poster of platform: posts recorded in outbox,
+// maybePosted the platform's error of a post that may have gone through.
+func NewPoster[C any](platform string, outbox core.Outbox, client C, clock core.Clock, log *slog.Logger, maybePosted error) Poster[C] {
+	return Poster[C]{Client: client, Sender: Sender{Outbox: outbox, Clock: clock, Logger: log, Platform: platform,
+		MaybePosted: func(err error) bool { return errors.Is(err, maybePosted) }}}
+}
+
+// Now is the clock's time in UTC.
+func (s Sender) Now() time.Time { return s.Clock.Now().UTC() }
+
 // PostOnce calls post for the message named key unless an earlier attempt
 // did or may have. A refusal is returned as an error.
 func (s Sender) PostOnce(ctx context.Context, key string, post func(context.Context) (ref string, err error)) (Sent, error) {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentgate/agentgate/interfaces/chat"
 	"github.com/bwmarrin/discordgo"
 )
 
@@ -61,9 +62,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Token == "" {
 		return nil, errors.New("discord: a bot token is required")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	chat.Defaults(nil, &cfg.Logger)
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -85,12 +84,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	case cfg.DefaultAgent == "":
 		return nil, errors.New("discord: the handler needs a default agent")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = core.SystemClock{}
-	}
+	chat.Defaults(&cfg.Clock, &cfg.Logger)
 	h := &Handler{cfg: cfg, log: cfg.Logger}
 	if cfg.PublicKey != "" {
 		k, err := ParsePublicKey(cfg.PublicKey)
@@ -101,13 +95,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	}
 	var err error
 	h.inbox, err = chat.NewInbox(chat.InboxConfig{Inbox: cfg.Inbox, Platform: chat.PlatformDiscord, Owner: cfg.NodeID, Clock: cfg.Clock,
-		Logger: h.log, Handle: func(ctx context.Context, key string, entry json.RawMessage) error {
-			e, err := chat.Decode[inboxEntry](chat.PlatformDiscord, key, entry)
-			if err != nil {
-				return err
-			}
-			return h.start(ctx, key, e)
-		}})
+		Logger: h.log, Handle: chat.Entries(chat.PlatformDiscord, h.start)})
 	return h, err
 }
 

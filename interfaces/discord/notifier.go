@@ -27,15 +27,16 @@ type Notifier struct {
 
 // NewNotifier checks cfg and returns the notifier.
 func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
-	if err := chat.NotifierDefaults("discord", cfg.Store, cfg.Client != nil, &cfg.Clock, &cfg.Logger); err != nil {
+	p, err := cfg.Poster("discord", cfg.Client != nil, ErrMaybePosted)
+	if err != nil {
 		return nil, err
 	}
-	return &Notifier{cfg: cfg, sender: sender{outbox: cfg.Store, client: cfg.Client, clock: cfg.Clock, log: cfg.Logger}}, nil
+	return &Notifier{cfg: cfg, sender: sender(p)}, nil
 }
 
 // RenderApproval implements chat.ApprovalRenderer (see chat.CardFlow).
 func (n *Notifier) RenderApproval(ctx context.Context, b core.Binding, a core.Approval, r core.Run) error {
-	flow := chat.CardFlow{Outbox: n.outbox, Approvals: n.cfg.Store, Clock: n.cfg.Clock, Logger: n.log,
+	flow := chat.CardFlow{Outbox: n.Outbox, Approvals: n.cfg.Store, Clock: n.cfg.Clock, Logger: n.Logger,
 		Post: func(ctx context.Context, key string, a core.Approval) (chat.Sent, error) {
 			return n.postOnce(ctx, key, b.Channel, ApprovalMessage(chat.Card(a, r, Approvers)))
 		},

@@ -27,11 +27,11 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 	for i, part := range parts {
 		var err error
 		if i == 0 && a.Live != "" { // the live message becomes the first part
-			err = chat.Finalize(ctx, n.outbox, n.clock, key+":0", a.Live, func(ctx context.Context) error {
+			err = chat.Finalize(ctx, n.Outbox, n.Clock, key+":0", a.Live, func(ctx context.Context) error {
 				err := n.cfg.Client.Edit(ctx, channel, a.Live, Message{Content: part})
 				var rerr *discordgo.RESTError
 				if errors.As(err, &rerr) && rerr.Message != nil && rerr.Message.Code == discordgo.ErrCodeUnknownMessage {
-					n.log.Warn("discord live reply was deleted; posting the answer anew", "run", a.Run.ID)
+					n.Logger.Warn("discord live reply was deleted; posting the answer anew", "run", a.Run.ID)
 					return fmt.Errorf("%w: %w", chat.ErrGone, err)
 				}
 				return err
@@ -45,7 +45,7 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 			return err
 		}
 	}
-	return n.once().Upload(ctx, key, a.Files, func(ctx context.Context, f core.File) (string, error) {
+	return n.Sender.Upload(ctx, key, a.Files, func(ctx context.Context, f core.File) (string, error) {
 		return n.cfg.Client.PostFile(ctx, channel, f.Name, f.Data, "")
 	})
 }

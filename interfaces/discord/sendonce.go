@@ -2,28 +2,19 @@ package discord
 
 import (
 	"context"
-	"errors"
-	"log/slog"
-	"time"
 
-	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
 // sender posts messages through the outbox, once (chat.Sender).
-type sender struct {
-	outbox core.Outbox
-	client *Client
-	clock  core.Clock
-	log    *slog.Logger
-}
+type sender chat.Poster[*Client]
 
 // postOnce posts m in channel under key unless an earlier attempt did or
 // may have (chat.Sender). A refusal (nothing posted) is returned as an
 // error and the key can be claimed again.
 func (s sender) postOnce(ctx context.Context, key, channel string, m Message) (chat.Sent, error) {
-	once := s.once()
-	return once.PostOnce(ctx, key, func(ctx context.Context) (string, error) { return s.client.Post(ctx, channel, m) })
+	once := s.Sender
+	return once.PostOnce(ctx, key, func(ctx context.Context) (string, error) { return s.Client.Post(ctx, channel, m) })
 }
 
 // postText posts text split into messages of at most MaxMessage
@@ -36,11 +27,3 @@ func (s sender) postText(ctx context.Context, key, channel, text string) error {
 	}
 	return nil
 }
-
-// once is the outbox's post-once for this platform.
-func (s sender) once() chat.Sender {
-	return chat.Sender{Outbox: s.outbox, Clock: s.clock, Logger: s.log, Platform: chat.PlatformDiscord,
-		MaybePosted: func(err error) bool { return errors.Is(err, ErrMaybePosted) }}
-}
-
-func (s sender) now() time.Time { return s.clock.Now().UTC() }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentgate/agentgate/interfaces/chat"
 	slackapi "github.com/slack-go/slack"
 	"golang.org/x/time/rate"
 )
@@ -151,9 +152,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{cfg: cfg, log: cfg.Logger, chans: map[string]*channelLimit{}, now: time.Now, sleep: sleepCtx}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
-	}
+	chat.Defaults(nil, &c.log)
 	c.apiURL = apiBase(cfg.APIURL)
 	hc := cfg.HTTPClient
 	if hc == nil {

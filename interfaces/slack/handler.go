@@ -85,22 +85,16 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	case cfg.DefaultAgent == "":
 		return nil, errors.New("slack: handler needs a default agent")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	chat.Defaults(nil, &cfg.Logger)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger}
 	var err error
 	h.inbox, err = chat.NewInbox(chat.InboxConfig{Inbox: cfg.Inbox, Platform: chat.PlatformSlack, Owner: cfg.NodeID, Logger: h.log,
-		Handle: func(ctx context.Context, key string, entry json.RawMessage) error {
-			e, err := chat.Decode[inboxEntry](chat.PlatformSlack, key, entry)
-			if err != nil {
-				return err
-			}
+		Handle: chat.Entries(chat.PlatformSlack, func(ctx context.Context, key string, e inboxEntry) error {
 			return h.start(ctx, key, e.Message)
-		}})
+		})})
 	return h, err
 }
 

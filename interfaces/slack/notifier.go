@@ -2,7 +2,6 @@ package slack
 
 import (
 	"context"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,16 +14,8 @@ import (
 // NotifierStore is what the notifier reads and records.
 type NotifierStore = chat.NotifierStore
 
-// NotifierConfig configures Cards.
-type NotifierConfig struct {
-	Store  NotifierStore // required
-	Client *Client       // required
-	Clock  core.Clock
-	Logger *slog.Logger
-	// Location is the time zone of the fallback text of times (Slack shows
-	// each reader their own); default UTC.
-	Location *time.Location
-}
+// NotifierConfig configures a Notifier.
+type NotifierConfig = chat.NotifierConfig[*Client]
 
 // Notifier posts what the engine has to say in Slack: runs' answers, live
 // while they are written (chat.Platform), routine results
@@ -48,25 +39,26 @@ var (
 
 // NewNotifier checks cfg and returns the renderer.
 func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
-	if err := chat.NotifierDefaults("slack", cfg.Store, cfg.Client != nil, &cfg.Clock, &cfg.Logger); err != nil {
+	p, err := cfg.Poster("slack", cfg.Client != nil, ErrMaybePosted)
+	if err != nil {
 		return nil, err
 	}
-	return &Notifier{cfg: cfg, sender: sender{outbox: cfg.Store, client: cfg.Client, clock: cfg.Clock, log: cfg.Logger}}, nil
+	return &Notifier{cfg: cfg, sender: sender(p)}, nil
 }
 
 func cardKey(approvalID string) string { return core.CardKey(chat.PlatformSlack, approvalID) }
 
 // RenderApproval implements chat.ApprovalRenderer (see chat.CardFlow).
 func (c *Notifier) RenderApproval(ctx context.Context, b core.Binding, a core.Approval, r core.Run) error {
-	flow := chat.CardFlow{Outbox: c.outbox, Approvals: c.cfg.Store, Clock: c.clock, Logger: c.log,
+	flow := chat.CardFlow{Outbox: c.Outbox, Approvals: c.cfg.Store, Clock: c.Clock, Logger: c.Logger,
 		Post: func(ctx context.Context, key string, a core.Approval) (chat.Sent, error) {
 			card := c.card(a, r)
-			res, err := c.postOnce(ctx, key, b.Channel, b.Thread, ApprovalText(card), ApprovalBlocks(card, c.cfg.Location))
+			res, err := c.postOnce(ctx, key, b.Channel, b.Thread, ApprovalText(card), ApprovalBlocks(card, time.UTC))
 			return chat.Sent{Posted: res.Posted, State: res.State, Ref: res.TS}, err
 		},
 		Edit: func(ctx context.Context, ts string, a core.Approval) error {
 			card := c.card(a, r)
-			return c.client.Update(ctx, b.Channel, ts, ApprovalText(card), ApprovalBlocks(card, c.cfg.Location))
+			return c.Client.Update(ctx, b.Channel, ts, ApprovalText(card), ApprovalBlocks(card, time.UTC))
 		},
 	}
 	return flow.Render(ctx, cardKey(a.ID), a)

@@ -2,11 +2,12 @@ package slack
 
 import (
 	"encoding/json"
-	"github.com/agentgate/agentgate/interfaces/chat"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
 // TestDecodeEnvelopeMatchesEncodingJSON: the one-pass decoder reads what

@@ -2,13 +2,9 @@ package slack
 
 import (
 	"context"
-	"errors"
-	"log/slog"
-	"time"
 
 	slackapi "github.com/slack-go/slack"
 
-	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
@@ -17,12 +13,7 @@ import (
 // message twice. A message whose earlier outcome is unknown is not posted
 // again (it is marked uncertain and logged): a missing message is better
 // than a doubled one.
-type sender struct {
-	outbox core.Outbox
-	client *Client
-	clock  core.Clock
-	log    *slog.Logger
-}
+type sender chat.Poster[*Client]
 
 // sendResult says what postOnce did.
 type sendResult struct {
@@ -35,17 +26,9 @@ type sendResult struct {
 // may have (chat.Sender). A refusal (nothing posted) is returned as an
 // error and the key can be claimed again.
 func (s sender) postOnce(ctx context.Context, key, channel, thread, text string, blocks []slackapi.Block) (sendResult, error) {
-	once := s.once()
+	once := s.Sender
 	res, err := once.PostOnce(ctx, key, func(ctx context.Context) (string, error) {
-		return s.client.Post(ctx, channel, thread, text, blocks)
+		return s.Client.Post(ctx, channel, thread, text, blocks)
 	})
 	return sendResult{Posted: res.Posted, State: res.State, TS: res.Ref}, err
 }
-
-// once is the outbox's post-once for this platform.
-func (s sender) once() chat.Sender {
-	return chat.Sender{Outbox: s.outbox, Clock: s.clock, Logger: s.log, Platform: chat.PlatformSlack,
-		MaybePosted: func(err error) bool { return errors.Is(err, ErrMaybePosted) }}
-}
-
-func (s sender) now() time.Time { return s.clock.Now().UTC() }

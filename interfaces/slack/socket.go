@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentgate/agentgate/interfaces/chat"
 	slackapi "github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
 )
@@ -74,9 +75,7 @@ func NewSocket(cfg SocketConfig) (*Socket, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	chat.Defaults(nil, &cfg.Logger)
 	if h, ok := cfg.Dispatcher.(*Handler); ok && cfg.Parser == (Parser{}) {
 		cfg.Parser = h.cfg.Parser
 	}

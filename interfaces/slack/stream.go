@@ -70,7 +70,7 @@ func parseLiveRef(s string) (liveRef, bool) {
 // a post, an edit is made again when an earlier attempt's outcome is
 // unknown: it cannot double anything.
 func (c *Notifier) finalize(ctx context.Context, key string, b core.Binding, m liveRef, text string, blocks []slackapi.Block) error {
-	return chat.Finalize(ctx, c.cfg.Store, c.clock, key, m.ts, func(ctx context.Context) error {
+	return chat.Finalize(ctx, c.cfg.Store, c.Clock, key, m.ts, func(ctx context.Context) error {
 		if m.stream {
 			// Slack refuses to stop a stream that ended already (an earlier
 			// attempt, a pause, its own timeout): nothing to do then.
@@ -80,7 +80,7 @@ func (c *Notifier) finalize(ctx context.Context, key string, b core.Binding, m l
 		}
 		err := c.cfg.Client.Update(ctx, b.Channel, m.ts, text, blocks)
 		if refusedWith(err, "message_not_found", "cant_update_message") {
-			c.log.Warn("slack live reply cannot be edited; posting the answer anew", "run_key", key, "err", err)
+			c.Logger.Warn("slack live reply cannot be edited; posting the answer anew", "run_key", key, "err", err)
 			return fmt.Errorf("%w: %w", chat.ErrGone, err)
 		}
 		return err
@@ -159,7 +159,7 @@ func (c *Notifier) startStream(ctx context.Context, run core.Run, b core.Binding
 	}, first)
 	var apiErr *APIError
 	if errors.As(err, &apiErr) {
-		c.log.Info("slack refused to stream; posting and editing instead", "channel", b.Channel, "err", err)
+		c.Logger.Info("slack refused to stream; posting and editing instead", "channel", b.Channel, "err", err)
 		c.streamRefused.Store(b.Channel, true)
 		return nil, nil
 	}

@@ -25,6 +25,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
 // DefaultAPIURL is the Bot API's base URL.
@@ -88,9 +89,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = core.SystemClock{}
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	chat.Defaults(nil, &cfg.Logger)
 	b, err := bot.New(cfg.Token, bot.WithSkipGetMe(), bot.WithServerURL(cfg.APIURL),
 		bot.WithHTTPClient(cfg.HTTPClient.Timeout, cfg.HTTPClient),
 		bot.WithErrorsHandler(func(err error) { cfg.Logger.Debug("telegram client", "err", err) }))

@@ -78,7 +78,7 @@ func (h *Handler) fresh(ctx context.Context, cmd *chat.Command, thread string) e
 	if err != nil {
 		return core.Permanent(err)
 	}
-	s := sender{outbox: h.cfg.Outbox, client: h.cfg.Client, clock: h.cfg.Clock, log: h.log}
+	s := h.sender()
 	for n := gen + 1; n <= gen+8; n++ { // another replica may take n first
 		res, err := s.postOnce(ctx, freshKey(cmd.Channel, thread, n), id, threadID(thread),
 			Escape("Started a fresh conversation: the agent no longer sees what was said before."), nil)

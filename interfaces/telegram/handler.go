@@ -70,16 +70,11 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	case cfg.DefaultAgent == "":
 		return nil, errors.New("telegram: handler needs a default agent")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = core.SystemClock{}
-	}
+	chat.Defaults(&cfg.Clock, &cfg.Logger)
 	h := &Handler{cfg: cfg, log: cfg.Logger}
 	var err error
 	h.inbox, err = chat.NewInbox(chat.InboxConfig{Inbox: cfg.Inbox, Platform: chat.PlatformTelegram, Owner: cfg.NodeID,
-		Clock: cfg.Clock, Logger: h.log, Handle: h.process})
+		Clock: cfg.Clock, Logger: h.log, Handle: chat.Entries(chat.PlatformTelegram, h.process)})
 	return h, err
 }
 
@@ -142,11 +137,7 @@ func (h *Handler) Ingest(ctx context.Context, u models.Update) error {
 }
 
 // process acts on a stored update.
-func (h *Handler) process(ctx context.Context, key string, entry json.RawMessage) error {
-	e, err := chat.Decode[inboxEntry](chat.PlatformTelegram, key, entry)
-	if err != nil {
-		return err
-	}
+func (h *Handler) process(ctx context.Context, key string, e inboxEntry) error {
 	req := e.Request
 	switch {
 	case req.Kind == KindMessage && req.Message != nil:
@@ -200,7 +191,7 @@ func (h *Handler) tell(ctx context.Context, key, channel, thread, text string) e
 	if err != nil {
 		return core.Permanent(err)
 	}
-	s := sender{outbox: h.cfg.Outbox, client: h.cfg.Client, clock: h.cfg.Clock, log: h.log}
+	s := h.sender()
 	_, err = s.postOnce(ctx, key, id, threadID(thread), text, nil)
 	return err
 }

@@ -74,7 +74,7 @@ func (h *Handler) askReason(ctx context.Context, key string, req Request, a core
 	}
 	text := Escape(fmt.Sprintf(reasonPrompt, who, a.Tool, a.ID, noReason))
 	force := &models.ForceReply{ForceReply: true, Selective: true, InputFieldPlaceholder: "Why deny " + a.Tool + "?"}
-	s := sender{outbox: h.cfg.Outbox, client: h.cfg.Client, clock: h.cfg.Clock, log: h.log}
+	s := h.sender()
 	if _, err := s.postOnce(ctx, "telegram:"+key+":reason", id, threadID(act.Thread), text, force); err != nil {
 		return err
 	}

@@ -32,10 +32,11 @@ type Notifier struct {
 
 // NewNotifier checks cfg and returns the notifier.
 func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
-	if err := chat.NotifierDefaults("telegram", cfg.Store, cfg.Client != nil, &cfg.Clock, &cfg.Logger); err != nil {
+	p, err := cfg.Poster("telegram", cfg.Client != nil, ErrMaybePosted)
+	if err != nil {
 		return nil, err
 	}
-	return &Notifier{cfg: cfg, sender: sender{outbox: cfg.Store, client: cfg.Client, clock: cfg.Clock, log: cfg.Logger}}, nil
+	return &Notifier{cfg: cfg, sender: sender(p)}, nil
 }
 
 var _ chat.Platform = (*Notifier)(nil)
@@ -59,10 +60,10 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 	} else {
 		live, _ := strconv.Atoi(a.Live)
 		parts := Split(text, MaxMessageLen)
-		err = chat.Finalize(ctx, n.outbox, n.clock, "telegram:"+key+":live", a.Live, func(ctx context.Context) error {
+		err = chat.Finalize(ctx, n.Outbox, n.Clock, "telegram:"+key+":live", a.Live, func(ctx context.Context) error {
 			err := n.cfg.Client.Edit(ctx, chatID, live, Markdown(parts[0]), nil)
 			if gone(err) {
-				n.log.Warn("telegram live reply was deleted; posting the answer anew", "run", a.Run.ID, "err", err)
+				n.Logger.Warn("telegram live reply was deleted; posting the answer anew", "run", a.Run.ID, "err", err)
 				return fmt.Errorf("%w: %w", chat.ErrGone, err)
 			}
 			return err
@@ -78,7 +79,7 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 	if err != nil {
 		return err
 	}
-	return n.once().Upload(ctx, "telegram:"+key, a.Files, func(ctx context.Context, f core.File) (string, error) {
+	return n.Sender.Upload(ctx, "telegram:"+key, a.Files, func(ctx context.Context, f core.File) (string, error) {
 		id, err := n.cfg.Client.SendFile(ctx, chatID, threadID(a.Binding.Thread), f.Name, f.MIME, f.Data, "")
 		return strconv.Itoa(id), err
 	})
@@ -118,7 +119,7 @@ func (n *Notifier) RenderApproval(ctx context.Context, b core.Binding, a core.Ap
 	if err != nil {
 		return core.Permanent(err)
 	}
-	flow := chat.CardFlow{Outbox: n.outbox, Approvals: n.cfg.Store, Clock: n.cfg.Clock, Logger: n.log,
+	flow := chat.CardFlow{Outbox: n.Outbox, Approvals: n.cfg.Store, Clock: n.cfg.Clock, Logger: n.Logger,
 		Post: func(ctx context.Context, key string, a core.Approval) (chat.Sent, error) {
 			text, plain, kb := n.card(ctx, chatID, a, r)
 			return n.postOnceOr(ctx, key, chatID, threadID(b.Thread), text, plain, kb)

@@ -9,6 +9,7 @@ import (
 	"github.com/go-telegram/bot/models"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
 // Ingester stores an update durably; *Handler is one.
@@ -52,9 +53,7 @@ type Poller struct {
 // 30s, reset by the next call that succeeds; a 429 waits its retry_after.
 func (p *Poller) Start(ctx context.Context) error {
 	log := p.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	chat.Defaults(nil, &log)
 	timeout := p.Timeout
 	if timeout <= 0 {
 		timeout = 25 * time.Second
