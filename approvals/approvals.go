@@ -11,7 +11,10 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/tracing"
 )
 
 // Requester in a policy's approvers stands for whoever started the run.
@@ -168,6 +171,15 @@ func (s *Service) audit(ctx context.Context, e core.AuditEntry) {
 
 func (s *Service) decided(a core.Approval) {
 	s.cfg.Observer.ApprovalDecided(a)
+	if a.DecidedAt != nil {
+		errMsg := ""
+		if a.Status != core.ApprovalApproved {
+			errMsg = string(a.Status)
+		}
+		tracing.Past(a.RunID, tracing.SpanApprovalWait, a.CreatedAt, *a.DecidedAt, errMsg,
+			attribute.String("agentgate.approval.id", a.ID), attribute.String("agentgate.tool", a.Tool),
+			attribute.String("agentgate.approval.status", string(a.Status)), attribute.String("agentgate.approval.via", a.DecidedVia))
+	}
 	if s.cfg.Hub != nil {
 		s.cfg.Hub.Changed(a.RunID)
 	}

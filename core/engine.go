@@ -12,7 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/agentgate/agentgate/core/tool/schema"
+	"github.com/agentgate/agentgate/core/tracing"
 )
 
 // Observer receives engine measurements (Prometheus in production). Every
@@ -363,7 +366,15 @@ func (e *Engine) Cancel(ctx context.Context, id string, c Cancel) (Run, error) {
 	e.mu.Unlock()
 	e.cfg.Observer.RunFinished(RunCancelled)
 	e.cfg.Hub.ChangedTo(id, RunCancelled)
+	traceFinished(run)
 	return run, nil
+}
+
+// traceFinished sends the run span of a finished run.
+func traceFinished(r Run) {
+	if r.FinishedAt != nil {
+		tracing.Finished(r.ID, r.AgentID, string(r.Status), r.Error, r.CreatedAt, *r.FinishedAt)
+	}
 }
 
 // Start makes the queued and running runs left by an earlier process
@@ -710,6 +721,7 @@ func (e *Engine) finish(ctx context.Context, known *Run, ack *jobAck, id, owner 
 	}
 	e.cfg.Observer.RunFinished(status)
 	e.cfg.Hub.Settled(fin)
+	traceFinished(fin)
 	return nil
 }
 
@@ -887,12 +899,19 @@ func (r *runner) callModel(ctx context.Context) (done bool, err error) {
 		return false, err
 	}
 	hub, sink := r.e.cfg.Hub, r.progress
-	resp, err := r.agent.Model.Generate(ctx, req, func(text string) {
+	mctx, span := tracing.Start(ctx, r.run.ID, tracing.SpanModelCall, attribute.String("agentgate.agent", r.agent.ID),
+		attribute.String("gen_ai.system", r.agent.Provider), attribute.String("gen_ai.request.model", r.agent.ModelName))
+	resp, err := r.agent.Model.Generate(mctx, req, func(text string) {
 		hub.Publish(Update{RunID: r.run.ID, Delta: text})
 		if sink != nil {
 			sink.Delta(text)
 		}
 	})
+	if err == nil {
+		span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", resp.Usage.InputTokens),
+			attribute.Int64("gen_ai.usage.output_tokens", resp.Usage.OutputTokens), attribute.Int("agentgate.tool_calls", len(resp.ToolCalls)))
+	}
+	tracing.End(span, err)
 	if err != nil {
 		return false, fmt.Errorf("model: %w", err)
 	}
@@ -1092,11 +1111,14 @@ func (r *runner) execute(ctx context.Context, call ToolCall, tool *AgentTool, ar
 	var content string
 	var files []File
 	var err error
+	tctx, span := tracing.Start(ctx, r.run.ID, tracing.SpanToolCall, attribute.String("agentgate.tool", call.Name),
+		attribute.String("agentgate.tool_call.id", call.ID))
 	if ft, ok := tool.Tool.(FileTool); ok {
-		content, files, err = ft.CallFiles(ctx, args, key)
+		content, files, err = ft.CallFiles(tctx, args, key)
 	} else {
-		content, err = tool.Tool.Call(ctx, args, key)
+		content, err = tool.Tool.Call(tctx, args, key)
 	}
+	tracing.End(span, err)
 	res := ToolResult{ToolCallID: call.ID, Tool: call.Name, Content: content}
 	var terr *ToolError
 	switch {

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/agentgate/agentgate/core"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentgate/agentgate/core"
 
 	"github.com/go-telegram/bot/models"
 
@@ -116,6 +117,26 @@ func startTelegramGateway(t *testing.T, env ...string) (*telegramtest.Server, *t
 
 func tgMessages(fake *telegramtest.Server) string { return fmt.Sprintf("%+v", fake.Messages()) }
 
+// tgCard waits for the approval card and returns it with its Approve
+// button's callback data.
+func tgCard(t *testing.T, fake *telegramtest.Server) (card telegramtest.Message, approve string) {
+	t.Helper()
+	eventually(t, "the approval card", func() (bool, string) {
+		for _, m := range fake.Messages() {
+			if strings.Contains(m.ReplyMarkup, "callback_data") {
+				card = m
+				return true, ""
+			}
+		}
+		return false, tgMessages(fake)
+	})
+	var kb models.InlineKeyboardMarkup
+	if err := json.Unmarshal([]byte(card.ReplyMarkup), &kb); err != nil || len(kb.InlineKeyboard) == 0 || len(kb.InlineKeyboard[0]) != 2 {
+		t.Fatalf("keyboard %s: %v", card.ReplyMarkup, err)
+	}
+	return card, kb.InlineKeyboard[0][0].CallbackData
+}
+
 func TestTelegramEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -136,21 +157,7 @@ func TestTelegramEndToEnd(t *testing.T) {
 			t.Fatalf("status %d", status)
 		}
 	}
-	var card telegramtest.Message
-	eventually(t, "the approval card", func() (bool, string) {
-		for _, m := range fake.Messages() {
-			if strings.Contains(m.ReplyMarkup, "callback_data") {
-				card = m
-				return true, ""
-			}
-		}
-		return false, tgMessages(fake)
-	})
-	var kb models.InlineKeyboardMarkup
-	if err := json.Unmarshal([]byte(card.ReplyMarkup), &kb); err != nil || len(kb.InlineKeyboard) == 0 || len(kb.InlineKeyboard[0]) != 2 {
-		t.Fatalf("keyboard %s: %v", card.ReplyMarkup, err)
-	}
-	approve := kb.InlineKeyboard[0][0].CallbackData
+	card, approve := tgCard(t, fake)
 
 	// Bob may not approve: the callback query says so, nothing changes.
 	g.telegramPost(tgSecret, tgClick(900002, "q-bob", tgBob, card, approve))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	// gw, not gateway: in this package's tests, gateway is a running binary.
+	"github.com/agentgate/agentgate/core/tracing"
+	"github.com/agentgate/agentgate/core/tracing/otlp"
 	gw "github.com/agentgate/agentgate/gateway"
 )
 
@@ -172,6 +175,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	s, log, done, err := prepare("serve", args, stderr)
 	if done || err != nil {
 		return err
+	}
+	stopTraces, err := otlp.Setup(ctx, version)
+	if err != nil {
+		return &usageError{err.Error()}
+	}
+	defer func() {
+		// Send the spans still batched; a collector that is gone costs at most 5s.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := stopTraces(sctx); err != nil {
+			log.Warn("traces: flush at exit", "err", err)
+		}
+	}()
+	if tracing.Enabled() {
+		log = slog.New(tracing.Logs(log.Handler()))
+		log.Info("traces: sending OTLP over HTTP", "endpoint", cmp.Or(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")))
 	}
 	g, err := gw.New(ctx, s.Settings, log)
 	if err != nil {

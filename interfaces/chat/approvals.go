@@ -9,8 +9,11 @@ import (
 	"log/slog"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/tracing"
 )
 
 // ApprovalRenderer shows approvals in one platform's conversations and keeps
@@ -65,7 +68,11 @@ func (a *Approvals) Handle(ctx context.Context, job core.Job) error {
 	if !ok || b.Channel == "" {
 		return nil
 	}
-	return r.RenderApproval(ctx, b, ap, run)
+	ctx, span := tracing.Start(ctx, run.ID, tracing.SpanChatPost, attribute.String("agentgate.platform", b.Platform),
+		attribute.String("agentgate.post", "approval card"), attribute.String("agentgate.approval.id", ap.ID))
+	err = r.RenderApproval(ctx, b, ap, run)
+	tracing.End(span, err)
+	return err
 }
 
 // Handlers returns the engine job handler of the router.

@@ -8,7 +8,10 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/tracing"
 )
 
 // JobReply is the job kind that answers a finished chat run in its
@@ -213,7 +216,11 @@ func (p *Replies) Handle(ctx context.Context, job core.Job) error {
 	case state != core.SendFailed:
 		p.cfg.Logger.Warn(b.Platform+" live message outcome unknown; posting the answer as a new message", "run", run.ID, "state", state)
 	}
-	return plat.Reply(ctx, a)
+	ctx, span := tracing.Start(ctx, run.ID, tracing.SpanChatPost, attribute.String("agentgate.platform", b.Platform),
+		attribute.String("agentgate.post", "reply"))
+	err = plat.Reply(ctx, a)
+	tracing.End(span, err)
+	return err
 }
 
 // Conversation is where run was asked: as recorded with it, or, for a run

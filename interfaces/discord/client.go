@@ -16,8 +16,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentgate/agentgate/interfaces/chat"
 	"github.com/bwmarrin/discordgo"
+
+	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
 // DefaultAPIURL is Discord's REST API base (the version discordgo speaks);

@@ -13,9 +13,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentgate/agentgate/interfaces/chat"
 	slackapi "github.com/slack-go/slack"
 	"golang.org/x/time/rate"
+
+	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
 // DefaultAPIURL is the Slack Web API base used when ClientConfig.APIURL is empty.

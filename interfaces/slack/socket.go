@@ -11,9 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentgate/agentgate/interfaces/chat"
 	slackapi "github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
+
+	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
 // Dispatcher acts on a parsed request and says what to acknowledge it with;
