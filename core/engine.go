@@ -467,6 +467,9 @@ func (e *Engine) work(ctx, work context.Context) {
 // handle processes one job; a failure is retried with backoff, and a job that
 // exhausts its attempts fails its run.
 func (e *Engine) handle(ctx context.Context, job Job) {
+	if o, ok := e.cfg.Observer.(JobWaitObserver); ok && !job.RunAt.IsZero() {
+		o.JobWaited(job.Kind, e.cfg.Clock.Now().Sub(job.RunAt))
+	}
 	jctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	go e.heartbeat(jctx, func(ctx context.Context) error {

@@ -103,6 +103,12 @@ type JobObserver interface {
 	JobDone(kind string, took time.Duration, err error)
 }
 
+// JobWaitObserver measures how long due jobs wait for a worker; the
+// engine tells its Observer when it implements it (core/metrics does).
+type JobWaitObserver interface {
+	JobWaited(kind string, waited time.Duration)
+}
+
 // LogJobs is middleware that gives a job's handler a logger with its kind,
 // id and attempt (JobLogger) and tells o (when not nil) how each job went.
 // A failure is logged once, by the engine that retries it.

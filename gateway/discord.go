@@ -9,6 +9,7 @@ import (
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/core/config"
 	"github.com/agentgate/agentgate/core/lease"
+	ichat "github.com/agentgate/agentgate/interfaces/chat"
 	"github.com/agentgate/agentgate/interfaces/discord"
 )
 
@@ -28,7 +29,7 @@ type discordWiring struct {
 // DISCORD_* environment; nil when interfaces.discord is not configured. It
 // checks the token and registers /agentgate when DISCORD_APPLICATION_ID is
 // set.
-func newDiscord(ctx context.Context, cfg *config.Config, db storeDB, nodeID string, clock core.Clock, log *slog.Logger) (*discordWiring, error) {
+func newDiscord(ctx context.Context, cfg *config.Config, db storeDB, nodeID string, clock core.Clock, log *slog.Logger, api ichat.APIObserver) (*discordWiring, error) {
 	dc := cfg.Interfaces.Discord
 	if dc == nil {
 		return nil, nil
@@ -42,7 +43,8 @@ func newDiscord(ctx context.Context, cfg *config.Config, db storeDB, nodeID stri
 			return nil, &UsageError{err.Error()}
 		}
 	}
-	client, err := discord.NewClient(discord.ClientConfig{Token: token, APIURL: os.Getenv("DISCORD_API_URL"), Logger: log})
+	client, err := discord.NewClient(discord.ClientConfig{Token: token, APIURL: os.Getenv("DISCORD_API_URL"), Logger: log,
+		Transport: ichat.Counted(ichat.PlatformDiscord, nil, api)})
 	if err != nil {
 		return nil, &UsageError{err.Error()}
 	}

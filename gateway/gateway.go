@@ -192,7 +192,8 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 		return nil, err
 	}
 	agents := built.agents
-	sw, err := newSlack(ctx, cfg, db, s.NodeID, clock, log)
+	m := metrics.New(db, b.queue, log)
+	sw, err := newSlack(ctx, cfg, db, s.NodeID, clock, log, m)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +203,7 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 		chatDeliver[ichat.PlatformSlack] = sw.notifier
 		renderers[ichat.PlatformSlack] = sw.notifier
 	}
-	tw, err := newTelegram(ctx, cfg, db, s.NodeID, clock, log)
+	tw, err := newTelegram(ctx, cfg, db, s.NodeID, clock, log, m)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +211,7 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 		chatDeliver[ichat.PlatformTelegram] = tw.notifier
 		renderers[ichat.PlatformTelegram] = tw.notifier
 	}
-	dw, err := newDiscord(ctx, cfg, db, s.NodeID, clock, log)
+	dw, err := newDiscord(ctx, cfg, db, s.NodeID, clock, log, m)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +223,6 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 	if err != nil {
 		return nil, err
 	}
-	m := metrics.New(db, b.queue, log)
 	prune := newRetention(cfg.Retention, b, clock, log, m.Pruned)
 	jobs := core.NewJobRouter(core.LogJobs(log, m)) // every kind once, with its log fields and metrics
 	if err := jobs.HandleAll(rt.Handlers()); err != nil {

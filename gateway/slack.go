@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/core/config"
+	ichat "github.com/agentgate/agentgate/interfaces/chat"
 	"github.com/agentgate/agentgate/interfaces/slack"
 )
 
@@ -28,7 +31,7 @@ type slackWiring struct {
 
 // newSlack builds the Slack interface from interfaces.slack and the
 // SLACK_* environment; nil when interfaces.slack is not configured.
-func newSlack(ctx context.Context, cfg *config.Config, db storeDB, nodeID string, clock core.Clock, log *slog.Logger) (*slackWiring, error) {
+func newSlack(ctx context.Context, cfg *config.Config, db storeDB, nodeID string, clock core.Clock, log *slog.Logger, api ichat.APIObserver) (*slackWiring, error) {
 	sc := cfg.Interfaces.Slack
 	if sc == nil {
 		return nil, nil
@@ -44,7 +47,8 @@ func newSlack(ctx context.Context, cfg *config.Config, db storeDB, nodeID string
 		return nil, &UsageError{"interfaces.slack is configured but neither SLACK_SIGNING_SECRET (events over HTTP at /slack/events: " +
 			"the app's signing secret, Basic Information → App Credentials) nor SLACK_APP_TOKEN (Socket Mode: xapp-…) is set"}
 	}
-	client, err := slack.NewClient(slack.ClientConfig{Token: token, APIURL: os.Getenv("SLACK_API_URL"), Logger: log})
+	client, err := slack.NewClient(slack.ClientConfig{Token: token, APIURL: os.Getenv("SLACK_API_URL"), Logger: log,
+		HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: ichat.Counted(ichat.PlatformSlack, nil, api)}})
 	if err != nil {
 		return nil, err
 	}

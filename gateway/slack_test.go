@@ -20,13 +20,13 @@ func TestSlackNeedsCredentials(t *testing.T) {
 		t.Setenv("SLACK_SIGNING_SECRET", tc.secret)
 		t.Setenv("SLACK_BOT_TOKEN", tc.token)
 		t.Setenv("SLACK_APP_TOKEN", tc.app)
-		_, err := newSlack(t.Context(), cfg, nil, "local", core.SystemClock{}, slog.New(slog.DiscardHandler))
+		_, err := newSlack(t.Context(), cfg, nil, "local", core.SystemClock{}, slog.New(slog.DiscardHandler), nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("newSlack = %v, want an error saying %q", err, tc.want)
 		}
 	}
 	cfg.Interfaces.Slack = nil
-	if sw, err := newSlack(t.Context(), cfg, nil, "local", core.SystemClock{}, slog.New(slog.DiscardHandler)); sw != nil || err != nil {
+	if sw, err := newSlack(t.Context(), cfg, nil, "local", core.SystemClock{}, slog.New(slog.DiscardHandler), nil); sw != nil || err != nil {
 		t.Errorf("without interfaces.slack: %v, %v; want nothing", sw, err)
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"regexp"
+	"time"
 
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/core/config"
@@ -36,7 +38,7 @@ var telegramSecretPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
 // newTelegram builds the Telegram interface from interfaces.telegram and
 // the TELEGRAM_* environment; nil when interfaces.telegram is not set. It
 // checks the token (getMe) and registers the bot's commands.
-func newTelegram(ctx context.Context, cfg *config.Config, db storeDB, nodeID string, clock core.Clock, log *slog.Logger) (*telegramWiring, error) {
+func newTelegram(ctx context.Context, cfg *config.Config, db storeDB, nodeID string, clock core.Clock, log *slog.Logger, api ichat.APIObserver) (*telegramWiring, error) {
 	tc := cfg.Interfaces.Telegram
 	if tc == nil {
 		return nil, nil
@@ -48,7 +50,8 @@ func newTelegram(ctx context.Context, cfg *config.Config, db storeDB, nodeID str
 	case secret != "" && !telegramSecretPattern.MatchString(secret):
 		return nil, &UsageError{"TELEGRAM_WEBHOOK_SECRET: must be 1-256 characters of A-Z, a-z, 0-9, _ and - (Telegram's secret_token); unset it to receive updates by long polling"}
 	}
-	client, err := telegram.NewClient(telegram.ClientConfig{Token: token, APIURL: os.Getenv("TELEGRAM_API_URL"), Logger: log})
+	client, err := telegram.NewClient(telegram.ClientConfig{Token: token, APIURL: os.Getenv("TELEGRAM_API_URL"), Logger: log,
+		HTTPClient: &http.Client{Timeout: 60 * time.Second, Transport: ichat.Counted(ichat.PlatformTelegram, nil, api)}})
 	if err != nil {
 		return nil, err
 	}

@@ -219,6 +219,15 @@ func TestTelegramEndToEnd(t *testing.T) {
 	if n := len(tool.Requests()); n != 1 {
 		t.Fatalf("tool called %d times, want 1", n)
 	}
+	// The restarted process counted its Bot API calls and how long the
+	// run's steps waited for a worker.
+	status, metrics := g.do("GET", "/metrics", nil)
+	for _, want := range []string{`agentgate_platform_requests_total{outcome="ok",platform="telegram"}`,
+		`agentgate_queue_wait_seconds_count{kind="run"}`} {
+		if status != http.StatusOK || !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics (%d) lacks %s", status, want)
+		}
+	}
 }
 
 func TestTelegramPollingEndToEnd(t *testing.T) {

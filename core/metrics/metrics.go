@@ -27,10 +27,15 @@ type Metrics struct {
 	jobs      *prometheus.CounterVec
 	jobTime   *prometheus.HistogramVec
 	pruned    *prometheus.CounterVec
+	queueWait *prometheus.HistogramVec
+	calls     *prometheus.CounterVec
 	store     *storeCollector
 }
 
-var _ core.JobObserver = (*Metrics)(nil)
+var (
+	_ core.JobObserver     = (*Metrics)(nil)
+	_ core.JobWaitObserver = (*Metrics)(nil)
+)
 
 // Counter is what the metrics read from the store: rows by status.
 type Counter interface {
@@ -91,9 +96,18 @@ func New(store Counter, queue Depther, log *slog.Logger) *Metrics {
 		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentgate_pruned_total", Help: "Items retention removed, by kind (runs, inbox, outbox, dead_jobs, audit).",
 		}, []string{"what"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "agentgate_queue_wait_seconds",
+			Help:    "Time a job waited from being due to a worker of this process taking it, by kind (run: a run step).",
+			Buckets: []float64{.001, .005, .025, .1, .5, 1, 5, 30, 120, 600},
+		}, []string{"kind"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentgate_platform_requests_total",
+			Help: "Requests to the chat platforms' APIs, by platform and outcome (ok, rate_limited, client_error, server_error, unreachable).",
+		}, []string{"platform", "outcome"}),
 	}
 	m.store = &storeCollector{store: store, queue: queue, log: log, now: time.Now}
-	m.reg.MustRegister(m.finished, m.decisions, m.resume, m.wait, m.jobs, m.jobTime, m.pruned,
+	m.reg.MustRegister(m.finished, m.decisions, m.resume, m.wait, m.jobs, m.jobTime, m.pruned, m.queueWait, m.calls,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), m.store)
 	if c, ok := store.(Committer); ok {
 		m.reg.MustRegister(
@@ -137,6 +151,17 @@ func (m *Metrics) JobDone(kind string, took time.Duration, err error) {
 	}
 	m.jobs.WithLabelValues(kind, outcome).Inc()
 	m.jobTime.WithLabelValues(kind).Observe(took.Seconds())
+}
+
+// JobWaited observes how long a due job waited for a worker
+// (core.JobWaitObserver).
+func (m *Metrics) JobWaited(kind string, waited time.Duration) {
+	m.queueWait.WithLabelValues(kind).Observe(max(waited, 0).Seconds())
+}
+
+// PlatformCall counts a request to a chat platform's API (chat.APIObserver).
+func (m *Metrics) PlatformCall(platform, outcome string) {
+	m.calls.WithLabelValues(platform, outcome).Inc()
 }
 
 // Pruned counts what retention removed.

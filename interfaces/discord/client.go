@@ -46,6 +46,8 @@ type ClientConfig struct {
 	// DefaultCDNURL.
 	CDNURL string
 	Logger *slog.Logger
+	// Transport sends the REST requests; default http.DefaultTransport.
+	Transport http.RoundTripper
 }
 
 // Client is Discord's REST API (and the Gateway session it opens), through
@@ -71,7 +73,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discord: %w", err)
 	}
-	var rt http.RoundTripper = http.DefaultTransport
+	rt := cfg.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
 	if cfg.APIURL != "" && strings.TrimRight(cfg.APIURL, "/") != DefaultAPIURL {
 		base, err := url.Parse(strings.TrimRight(cfg.APIURL, "/"))
 		if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
