@@ -6,7 +6,9 @@
 # through deploy/helm/validate (strict decoding into the Kubernetes API's Go
 # types, the API server's checks of what the chart sets, the restricted Pod
 # Security Standard, references between objects); the renders the chart must
-# refuse; docker-compose.yaml with the compose CLI when there is one; and, with
+# refuse; docker-compose.yaml through deploy/composecheck (compose-go, what
+# `docker compose config` runs, and the scale-out's needs) and the compose CLI
+# when there is one; and, with
 # AGENTGATE_BIN set to a built agentgate, the example config in full-values.
 #
 # helm comes from PATH, else it is built once from its Go module into
@@ -143,12 +145,17 @@ refused "a platform variable the gateway does not read" "SLACK_TOKEN" \
 refused "a misspelt value" "'replicas'" --set replicaCount=1 --set "apiKeys.keys={$key1}" --set replicas=1
 
 log "docker-compose.yaml"
+# composecheck loads it with compose-go (what `docker compose config` runs:
+# the Compose Specification's schema, interpolation, merge keys) and checks
+# what the scale-out needs: health checks, healthy dependencies, loopback
+# ports, one database and Redis, a node id per replica.
+go -C deploy/composecheck vet ./...
+go -C deploy/composecheck test -count=1 ./...
+go -C deploy/composecheck run . "$PWD/docker-compose.yaml"
 if docker compose version >/dev/null 2>&1; then
   docker compose -f docker-compose.yaml config --quiet && echo "docker compose config: ok"
 elif command -v docker-compose >/dev/null 2>&1; then
   docker-compose -f docker-compose.yaml config --quiet && echo "docker-compose config: ok"
-else
-  echo "skipped: no docker compose CLI"
 fi
 
 log "the example config in ci/full-values.yaml"
