@@ -69,6 +69,15 @@ type Queue interface {
 	Depth(ctx context.Context) (int64, error)
 }
 
+// QueueAger is a queue that tells how long its jobs wait: OldestDue is
+// when the job that has waited longest for a worker became due — a due
+// job nobody took, or a leased one whose lease ran out (from its end) —
+// and the zero time when none waits. Every queue here implements it; the
+// metrics read it.
+type QueueAger interface {
+	OldestDue(ctx context.Context) (time.Time, error)
+}
+
 // Handoff is a queue whose store can lease a job as it creates it
 // (NewRun.Start) and hand it to a local worker waiting in Dequeue, without
 // a poll or a second write: the embedded queue, where one process owns the

@@ -223,7 +223,7 @@ func TestTelegramEndToEnd(t *testing.T) {
 	// run's steps waited for a worker.
 	status, metrics := g.do("GET", "/metrics", nil)
 	for _, want := range []string{`agentgate_platform_requests_total{outcome="ok",platform="telegram"}`,
-		`agentgate_queue_wait_seconds_count{kind="run"}`} {
+		`agentgate_queue_wait_seconds_count{kind="run"}`, "\nagentgate_queue_oldest_seconds "} {
 		if status != http.StatusOK || !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics (%d) lacks %s", status, want)
 		}

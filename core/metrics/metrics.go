@@ -181,6 +181,8 @@ var (
 	runsDesc      = prometheus.NewDesc("agentgate_runs", "Runs in the store, by status.", []string{"status"}, nil)
 	approvalsDesc = prometheus.NewDesc("agentgate_approvals", "Approvals in the store, by status.", []string{"status"}, nil)
 	depthDesc     = prometheus.NewDesc("agentgate_queue_depth", "Jobs waiting, delayed or in flight (not dead-lettered).", nil, nil)
+	oldestDesc    = prometheus.NewDesc("agentgate_queue_oldest_seconds",
+		"How long the job that has waited longest for a worker has been due (0 when none waits).", nil, nil)
 )
 
 // storeCollector reads counts from the store at scrape time, one count in
@@ -200,6 +202,9 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- runsDesc
 	ch <- approvalsDesc
 	ch <- depthDesc
+	if _, ok := c.queue.(core.QueueAger); ok {
+		ch <- oldestDesc
+	}
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -239,6 +244,17 @@ func (c *storeCollector) count() []prometheus.Metric {
 		ch(prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(d)))
 	} else {
 		c.log.Warn("metrics: queue depth", "err", err)
+	}
+	if a, ok := c.queue.(core.QueueAger); ok {
+		if due, err := a.OldestDue(ctx); err == nil {
+			age := 0.0
+			if !due.IsZero() {
+				age = max(c.now().Sub(due), 0).Seconds()
+			}
+			ch(prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age))
+		} else {
+			c.log.Warn("metrics: queue oldest due", "err", err)
+		}
 	}
 	return out
 }

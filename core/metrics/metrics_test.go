@@ -34,6 +34,11 @@ func (c *counts) CountApprovals(context.Context) (map[core.ApprovalStatus]int64,
 
 func (c *counts) Depth(context.Context) (int64, error) { return 7, nil }
 
+// OldestDue: a job due since 12:00 (the tests' clock starts there).
+func (c *counts) OldestDue(context.Context) (time.Time, error) {
+	return time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC), nil
+}
+
 func scrape(t *testing.T, m *Metrics) string {
 	t.Helper()
 	rec := httptest.NewRecorder()
@@ -58,7 +63,7 @@ func TestScrapesWithinTheTTLShareOneCount(t *testing.T) {
 
 	for range 5 {
 		body := scrape(t, m)
-		for _, want := range []string{`agentgate_runs{status="running"} 3`, `agentgate_approvals{status="pending"} 2`, "agentgate_queue_depth 7"} {
+		for _, want := range []string{`agentgate_runs{status="running"} 3`, `agentgate_approvals{status="pending"} 2`, "agentgate_queue_depth 7", "agentgate_queue_oldest_seconds 0\n"} {
 			if !strings.Contains(body, want) {
 				t.Fatalf("scrape lacks %q:\n%s", want, body)
 			}
@@ -72,7 +77,7 @@ func TestScrapesWithinTheTTLShareOneCount(t *testing.T) {
 		t.Fatal("a scrape within the TTL recounted")
 	}
 	now = now.Add(CountsTTL)
-	if body := scrape(t, m); !strings.Contains(body, `agentgate_runs{status="running"} 4`) || c.reads.Load() != 2 {
+	if body := scrape(t, m); !strings.Contains(body, `agentgate_runs{status="running"} 4`) || !strings.Contains(body, "agentgate_queue_oldest_seconds 10\n") || c.reads.Load() != 2 {
 		t.Fatalf("a scrape after the TTL did not recount (%d reads):\n%s", c.reads.Load(), body)
 	}
 }

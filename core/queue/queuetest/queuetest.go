@@ -127,6 +127,7 @@ func Run(t *testing.T, newQueue NewQueue) {
 		{"DeadLettersOrderAndLimit", testDeadLettersOrderAndLimit},
 		{"RetryDead", testRetryDead},
 		{"PruneDeadLetters", testPruneDeadLetters},
+		{"OldestDue", testOldestDue},
 		{"KeyCoalescesWaiting", testKeyCoalescesWaiting},
 		{"KeyCoalesceMovesEarlier", testKeyCoalesceMovesEarlier},
 		{"KeyNotCoalescedWhileDelivered", testKeyNotCoalescedWhileDelivered},
@@ -892,6 +893,36 @@ func testPruneDeadLetters(t *testing.T, h *harness) {
 	if _, err := p.Prune(t.Context(), core.PruneDeadJobs, Start, 0); err == nil {
 		t.Error("Prune with limit 0: no error")
 	}
+}
+
+func testOldestDue(t *testing.T, h *harness) {
+	a, ok := h.q.(core.QueueAger)
+	if !ok {
+		t.Skip("queue does not tell its age")
+	}
+	oldest := func(want time.Time) {
+		t.Helper()
+		got, err := a.OldestDue(t.Context())
+		if err != nil || !got.Equal(want) {
+			t.Fatalf("OldestDue at %s = %s, %v; want %s", h.clock.Now().Sub(Start), got, err, want)
+		}
+	}
+	oldest(time.Time{}) // empty
+	h.enqueue(core.Job{Kind: "test", Payload: payload(1), RunAt: Start.Add(time.Minute)})
+	oldest(time.Time{}) // delayed: not waiting yet
+	h.clock.Advance(2 * time.Minute)
+	oldest(Start.Add(time.Minute)) // due a minute ago, not yet promoted by any dequeue
+	h.enqueue(core.Job{Kind: "test", Payload: payload(2)})
+	oldest(Start.Add(time.Minute))
+	h.nextPayload("c1", payload(1))
+	oldest(Start.Add(2 * time.Minute)) // the other one, enqueued due at once
+	j := h.nextPayload("c1", payload(2))
+	oldest(time.Time{}) // both in flight
+	h.ack(j)
+	h.clock.Advance(lease + 5*time.Second)
+	oldest(Start.Add(2*time.Minute + lease)) // job 1's lease ran out 5s ago
+	h.ack(h.nextPayload("c2", payload(1)))
+	oldest(time.Time{})
 }
 
 func testKeyCoalescesWaiting(t *testing.T, h *harness) {

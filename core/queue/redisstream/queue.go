@@ -508,6 +508,18 @@ func (q *Queue) RetryDead(ctx context.Context, id string) (core.Job, error) {
 	return core.Job{}, fmt.Errorf("retry dead job %s: %w", id, core.ErrNotFound)
 }
 
+// OldestDue implements core.QueueAger (oldestScript).
+func (q *Queue) OldestDue(ctx context.Context) (time.Time, error) {
+	ms, err := q.run(ctx, oldestScript, q.opts.Clock.Now()).Int64()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("queue oldest due: %w", err)
+	}
+	if ms < 0 {
+		return time.Time{}, nil
+	}
+	return time.UnixMilli(ms).UTC(), nil
+}
+
 // Depth counts jobs not yet acked and not dead (delayed, due and leased);
 // see core.Queue.
 func (q *Queue) Depth(ctx context.Context) (int64, error) {

@@ -291,3 +291,33 @@ while true do
 end
 return n
 `)
+
+// oldestScript returns when the job that has waited longest for a consumer
+// became due, in unix ms, or -1 when none waits. Three places hold waiting
+// jobs: the delayed set (due ones the promoter has not moved yet, by due
+// time), the leases set (leases that ran out, by their end) and the stream
+// after the group's last delivered entry (never delivered: by the record's
+// run_at). The first of each is the oldest there.
+var oldestScript = redis.NewScript(scriptPrelude + `
+local oldest = -1
+local function older(ms)
+  if ms ~= nil and (oldest < 0 or ms < oldest) then oldest = ms end
+end
+for _, set in ipairs({delayed, leases}) do
+  local first = redis.call('ZRANGE', set, '-inf', now, 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+  if #first > 0 then older(tonumber(first[2])) end
+end
+local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', stream)
+if ok then
+  for _, g in ipairs(groups) do
+    if field(g, 'name') == group then
+      local e = redis.call('XRANGE', stream, '(' .. field(g, 'last-delivered-id'), '+', 'COUNT', 1)
+      if #e > 0 then
+        local r = load(field(e[1][2], 'job'))
+        if r then older(r.run_at) end
+      end
+    end
+  end
+end
+return oldest
+`)

@@ -113,6 +113,15 @@ type receipts struct {
 	log    *slog.Logger
 }
 
+// OldestDue is the queue's (core.QueueAger), the zero time when it cannot
+// tell.
+func (q *receipts) OldestDue(ctx context.Context) (time.Time, error) {
+	if a, ok := q.Queue.(core.QueueAger); ok {
+		return a.OldestDue(ctx)
+	}
+	return time.Time{}, nil
+}
+
 func (q *receipts) Ack(ctx context.Context, j core.Job) error {
 	if err := q.Queue.Ack(ctx, j); err != nil {
 		return err

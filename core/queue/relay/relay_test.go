@@ -134,6 +134,10 @@ func TestKeptJobSurvivesALostQueue(t *testing.T) {
 		t.Fatalf("Drain after the queue lost its data = %d, %v; want the kept job again", n, err)
 	}
 	workers := relay.Receipts(to, from, nil)
+	ager, ok := workers.(core.QueueAger)
+	if due, err := ager.OldestDue(t.Context()); !ok || err != nil || due.IsZero() {
+		t.Fatalf("the workers' OldestDue = %s, %v (an ager: %t); want the reply job's due time", due, err, ok)
+	}
 	j, ok, err := workers.TryDequeue(t.Context(), "w", time.Minute)
 	if err != nil || !ok || j.Kind != "slack.reply" {
 		t.Fatalf("worker got %+v, %v, %v; want the reply job", j, ok, err)

@@ -215,6 +215,22 @@ func (q Jobs) Depth(ctx context.Context) (n int64, err error) {
 	return n, nil
 }
 
+// OldestDue implements core.QueueAger: a job's visible_at is when it is
+// due, or when its lease ends, so the smallest one is the oldest wait
+// unless it lies ahead.
+func (q Jobs) OldestDue(ctx context.Context) (time.Time, error) {
+	var at *time.Time
+	err := One(ctx, q.R, `SELECT MIN(visible_at) FROM jobs WHERE dead_at IS NULL`, nil,
+		func(r Row) error { return r.Scan(AtOpt(&at)) })
+	if err != nil {
+		return time.Time{}, fmt.Errorf("queue oldest due: %w", err)
+	}
+	if at == nil || at.After(q.Now()) {
+		return time.Time{}, nil
+	}
+	return *at, nil
+}
+
 // Keep implements relay.Keeper: a job forwarded to another queue stays here,
 // hidden until until, its lease released and its delivery not counted.
 func (q Jobs) Keep(ctx context.Context, j core.Job, until time.Time) error {
