@@ -23,10 +23,20 @@ version=$(git describe --tags --always 2>/dev/null || echo dev)
 work=$(mktemp -d)
 container=""
 pid=""
+data=""
 cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  [ -n "$container" ] && buildah rm "$container" >/dev/null 2>&1
+  local rc=$?
+  if [ -n "$pid" ]; then
+    # buildah run does not pass signals on: stop serve itself (SIGTERM, as
+    # an orchestrator does), then buildah ends with it.
+    pkill -TERM -f "^/agentgate serve --data-dir $data" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  fi
+  if [ -n "$container" ]; then
+    buildah rm "$container" >/dev/null 2>&1 || true
+  fi
   rm -rf "$work"
+  exit "$rc"
 }
 trap cleanup EXIT
 log() { printf '\n== %s\n' "$*"; }
@@ -63,8 +73,10 @@ log "run it: serve, its health check, a demo run"
 container=$(bah from --quiet "$image")
 # chroot isolation shares this machine's network: serve on a free loopback
 # port, read back from its "listening on" line.
-bah run --isolation chroot --env AGENTGATE_ADDR=127.0.0.1:0 "$container" -- /agentgate serve --log-level warn \
-  >"$work/serve.log" 2>&1 &
+# Its own data dir in the volume names the process for cleanup.
+data=/data/image-check-$$
+bah run --isolation chroot --env AGENTGATE_ADDR=127.0.0.1:0 "$container" -- \
+  /agentgate serve --data-dir "$data" --log-level warn >"$work/serve.log" 2>&1 &
 pid=$!
 url=""
 for _ in $(seq 100); do
@@ -74,7 +86,7 @@ for _ in $(seq 100); do
 done
 [ -n "$url" ] || { cat "$work/serve.log"; echo "the image's serve did not start" >&2; exit 1; }
 echo "listening on $url"
-ps -o uid=,args= -C agentgate | sed 's/^/process: uid /'
+pgrep -a -f "^/agentgate serve --data-dir $data" | while read -r p args; do echo "process: uid $(stat -c %u /proc/$p) $args"; done
 bah run --isolation chroot --env AGENTGATE_ADDR="${url#http://}" "$container" -- /agentgate health
 out=$(curl -fsS -X POST "$url/api/v1/agents/demo/runs?wait=true" -H 'Content-Type: application/json' -d '{"input":"hello from the image"}')
 grep -q '"status":"completed"' <<<"$out" || { echo "$out"; echo "the demo run did not complete" >&2; exit 1; }

@@ -3,6 +3,7 @@ package chat
 import (
 	"regexp"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -20,7 +21,7 @@ func Split(text string, max int, width func(rune) int) []string {
 		p, rest := strings.TrimRight(text[:cut], " \n"), text[cut:]
 		if reopen != "" {
 			p += fenceClose
-			if line, after, _ := strings.Cut(rest, "\n"); strings.HasPrefix(strings.TrimSpace(line), "```") {
+			if line, after, _ := strings.Cut(rest, "\n"); strings.Trim(line, " `") == "" && strings.Contains(line, "```") {
 				rest = after // the block ends there: closed already
 			} else {
 				rest = reopen + rest
@@ -32,6 +33,31 @@ func Split(text string, max int, width func(rune) int) []string {
 		text = rest
 	}
 	return parts
+}
+
+// UTF16 is how many UTF-16 code units r takes: how Slack and Telegram
+// measure a message (an emoji beyond the BMP counts twice).
+func UTF16(r rune) int {
+	if n := utf16.RuneLen(r); n > 0 {
+		return n
+	}
+	return 1
+}
+
+// Prefix is the length in bytes of the longest prefix of s that takes at
+// most max units, a rune counting width(r); at least s's first rune.
+func Prefix(s string, max int, width func(rune) int) int {
+	units := 0
+	for i, r := range s {
+		if units += width(r); units > max {
+			if i == 0 {
+				_, n := utf8.DecodeRuneInString(s)
+				return n
+			}
+			return i
+		}
+	}
+	return len(s)
 }
 
 // cutAt is where Split cuts text for a part of at most max units and,

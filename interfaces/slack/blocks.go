@@ -66,7 +66,7 @@ func argsText(args string) string {
 	}
 	args = escapeMrkdwn(strings.ReplaceAll(args, "```", "` ` `"))
 	if textLen(args) > maxArgsText {
-		args = args[:prefixWithin(args, maxArgsText-1)] + "…"
+		args = args[:chat.Prefix(args, maxArgsText-1, chat.UTF16)] + "…"
 	}
 	return "```" + args + "```"
 }

@@ -153,7 +153,7 @@ func (c *Notifier) startStream(ctx context.Context, run core.Run, b core.Binding
 	if b.Thread == "" || c.noStream(b.Channel) {
 		return nil, nil
 	}
-	first := text[:prefixWithin(text, maxStreamText)]
+	first := text[:chat.Prefix(text, maxStreamText, chat.UTF16)]
 	ts, err := c.cfg.Client.StartStream(ctx, StreamTarget{
 		Channel: b.Channel, ThreadTS: b.Thread, RecipientUserID: run.UserID, RecipientTeamID: b.Workspace,
 	}, first)
@@ -179,7 +179,7 @@ func (m *liveMsg) Show(ctx context.Context, text string) error {
 	if rest == "" {
 		return nil
 	}
-	piece := rest[:prefixWithin(rest, maxStreamText)]
+	piece := rest[:chat.Prefix(rest, maxStreamText, chat.UTF16)]
 	if err := m.c.cfg.Client.AppendStream(ctx, m.b.Channel, m.ref.ts, piece); err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func (m *liveMsg) End(ctx context.Context, text, note string) error {
 	}
 	rest := full[m.sent:]
 	for textLen(rest) > maxStreamText {
-		piece := rest[:prefixWithin(rest, maxStreamText)]
+		piece := rest[:chat.Prefix(rest, maxStreamText, chat.UTF16)]
 		if err := m.c.cfg.Client.AppendStream(ctx, m.b.Channel, m.ref.ts, piece); err != nil {
 			return err
 		}

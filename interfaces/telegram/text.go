@@ -2,7 +2,6 @@ package telegram
 
 import (
 	"strings"
-	"unicode/utf16"
 
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
@@ -36,13 +35,5 @@ func Split(text string, max int) []string {
 	if max <= 0 {
 		max = MaxMessageLen
 	}
-	return chat.Split(text, max, utf16Width)
-}
-
-// utf16Width is how many UTF-16 code units r takes.
-func utf16Width(r rune) int {
-	if n := utf16.RuneLen(r); n > 0 {
-		return n
-	}
-	return 1
+	return chat.Split(text, max, chat.UTF16)
 }
