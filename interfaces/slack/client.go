@@ -2,6 +2,7 @@ package slack
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	slackapi "github.com/slack-go/slack"
@@ -132,19 +132,9 @@ type Client struct {
 	api    *slackapi.Client
 	cfg    ClientConfig
 	log    *slog.Logger
-	limit  rate.Limit
-	burst  int
-	mu     sync.Mutex
-	chans  map[string]*channelLimit
-	now    func() time.Time                                 // clock; tests replace it
-	sleep  func(ctx context.Context, d time.Duration) error // waits d or until ctx ends; tests replace it
+	pace   *chat.Pacer // per channel; tests replace its clock
 	apiURL string
 	hc     *http.Client // cfg.HTTPClient or the default; file downloads use it directly
-}
-
-type channelLimit struct {
-	lim         *rate.Limiter
-	pausedUntil time.Time // set by a 429 so other calls in the channel wait too
 }
 
 // NewClient returns a Client for cfg.
@@ -152,7 +142,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger, chans: map[string]*channelLimit{}, now: time.Now, sleep: sleepCtx}
+	c := &Client{cfg: cfg, log: cfg.Logger}
 	chat.Defaults(nil, &c.log)
 	c.apiURL = apiBase(cfg.APIURL)
 	hc := cfg.HTTPClient
@@ -160,21 +150,12 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
 	c.hc = hc
-	switch {
-	case cfg.ChannelInterval < 0:
-		c.limit = rate.Inf
-	case cfg.ChannelInterval == 0:
-		c.limit = rate.Every(time.Second)
-	default:
-		c.limit = rate.Every(cfg.ChannelInterval)
+	limit, burst := rate.Every(cmp.Or(cfg.ChannelInterval, time.Second)), cmp.Or(cfg.ChannelBurst, 1)
+	if cfg.ChannelInterval < 0 {
+		limit = rate.Inf
 	}
-	c.burst = cfg.ChannelBurst
-	if c.burst == 0 {
-		c.burst = 1
-	}
-	if c.cfg.RateLimitRetries == 0 {
-		c.cfg.RateLimitRetries = 10
-	}
+	c.pace = &chat.Pacer{Platform: "slack", Logger: c.log, Retries: cmp.Or(cfg.RateLimitRetries, 10), RetryAfter: retryAfter,
+		Limits: func(string) []*rate.Limiter { return []*rate.Limiter{rate.NewLimiter(limit, burst)} }}
 	if c.cfg.UpdateRetries == 0 {
 		c.cfg.UpdateRetries = 2
 	}
@@ -334,47 +315,29 @@ func (c *Client) StopStream(ctx context.Context, channel, ts, markdown string, b
 	})
 }
 
-// call runs do under the rules of the client: the channel limiter when limited, 429s waited
-// out, uncertain failures retried only when idempotent and reported as MaybePostedError
-// otherwise, refusals as *APIError.
+// call runs do under the rules of the client: the channel's pace when limited, 429s waited
+// out (chat.Pacer), uncertain failures retried only when idempotent and reported as
+// MaybePostedError otherwise, refusals as *APIError.
 func (c *Client) call(ctx context.Context, method, channel, ts string, limited, idempotent bool, do func(context.Context) error) error {
-	rateLimited, failures := 0, 0
-	for {
-		if limited {
-			if err := c.waitChannel(ctx, channel); err != nil {
-				return fmt.Errorf("slack %s in %s: %w", method, channel, err)
-			}
-		}
-		if err := ctx.Err(); err != nil { // not sent: nothing can have been posted
-			return fmt.Errorf("slack %s in %s: %w", method, channel, err)
-		}
-		err := do(ctx)
+	key := ""
+	if limited {
+		key = channel
+	}
+	for failures := 0; ; failures++ {
+		err := c.pace.Call(ctx, key, do)
 		if err == nil {
 			return nil
 		}
-		if wait, ok := retryAfter(err); ok {
-			rateLimited++
-			if rateLimited > c.cfg.RateLimitRetries {
-				return fmt.Errorf("slack %s in %s: still rate limited after %d retries: %w", method, channel, c.cfg.RateLimitRetries, err)
-			}
-			c.log.Warn("slack rate limited", "method", method, "channel", channel, "retry_after", wait)
-			if limited {
-				c.pauseChannel(channel, wait)
-			}
-			if err := c.sleep(ctx, wait); err != nil {
-				return fmt.Errorf("slack %s in %s: waiting out rate limit: %w", method, channel, err)
-			}
-			continue
+		if errors.Is(err, chat.ErrNotSent) {
+			return fmt.Errorf("slack %s in %s: %w", method, channel, err)
 		}
 		if apiErr := refusal(method, err); apiErr != nil {
 			return apiErr
 		}
 		// The request may have reached Slack and we do not know what happened.
 		if ctx.Err() == nil && idempotent && failures < c.cfg.UpdateRetries {
-			wait := time.Second << failures
-			failures++
-			c.log.Warn("slack call failed, retrying", "method", method, "channel", channel, "attempt", failures, "error", err)
-			if err := c.sleep(ctx, wait); err != nil {
+			c.log.Warn("slack call failed, retrying", "method", method, "channel", channel, "attempt", failures+1, "error", err)
+			if err := c.pace.Delay(ctx, time.Second<<failures); err != nil {
 				return fmt.Errorf("slack %s in %s: %w", method, channel, err)
 			}
 			continue
@@ -410,49 +373,6 @@ func refusal(method string, err error) *APIError {
 		return &APIError{Method: method, Code: fmt.Sprintf("http_%d", sc.Code)}
 	}
 	return nil
-}
-
-// waitChannel blocks until the channel's limiter lets one more call through, or ctx ends.
-func (c *Client) waitChannel(ctx context.Context, channel string) error {
-	now := c.now()
-	c.mu.Lock()
-	cl := c.chans[channel]
-	if cl == nil {
-		cl = &channelLimit{lim: rate.NewLimiter(c.limit, c.burst)}
-		c.chans[channel] = cl
-	}
-	r := cl.lim.ReserveN(now, 1)
-	wait := max(r.DelayFrom(now), cl.pausedUntil.Sub(now))
-	c.mu.Unlock()
-	if wait <= 0 {
-		return nil
-	}
-	if err := c.sleep(ctx, wait); err != nil {
-		r.CancelAt(c.now())
-		return err
-	}
-	return nil
-}
-
-// pauseChannel holds every call in channel back for d after a 429.
-func (c *Client) pauseChannel(channel string, d time.Duration) {
-	until := c.now().Add(d)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cl := c.chans[channel]; cl != nil && until.After(cl.pausedUntil) {
-		cl.pausedUntil = until
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // bearerClient moves slack-go's form "token" argument into an Authorization: Bearer header,

@@ -11,6 +11,7 @@ import (
 
 	slackapi "github.com/slack-go/slack"
 
+	"github.com/agentgate/agentgate/interfaces/chat"
 	"github.com/agentgate/agentgate/interfaces/slack/slacktest"
 )
 
@@ -56,7 +57,7 @@ func newTestClient(t *testing.T, fake *slacktest.Server, cfg ClientConfig) (*Cli
 		t.Fatalf("NewClient: %v", err)
 	}
 	clock := &fakeClock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
-	c.now, c.sleep = clock.Now, clock.Sleep
+	c.pace.Now, c.pace.Sleep = clock.Now, clock.Sleep
 	return c, clock
 }
 
@@ -303,9 +304,9 @@ func TestClientCancelDuringRateLimitWait(t *testing.T) {
 	fake := slacktest.New(t)
 	c, _ := newTestClient(t, fake, ClientConfig{})
 	waiting := make(chan time.Duration, 1)
-	c.sleep = func(ctx context.Context, d time.Duration) error {
+	c.pace.Sleep = func(ctx context.Context, d time.Duration) error {
 		waiting <- d
-		return sleepCtx(ctx, d) // a real 30s wait: only cancellation ends it in time
+		return chat.SleepCtx(ctx, d) // a real 30s wait: only cancellation ends it in time
 	}
 	fake.RateLimit("chat.postMessage", 30, 1)
 

@@ -11,9 +11,6 @@ import (
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
-// NotifierStore is what the notifier reads and records.
-type NotifierStore = chat.NotifierStore
-
 // NotifierConfig configures a Notifier.
 type NotifierConfig = chat.NotifierConfig[*Client]
 

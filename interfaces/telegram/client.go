@@ -17,7 +17,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-telegram/bot"
@@ -56,16 +55,16 @@ type ClientConfig struct {
 
 // Client calls the Bot API. Sends and edits are paced per chat within
 // Telegram's limits (1 message a second in a chat, 20 a minute in a group),
-// and a 429 is retried after its retry_after.
+// and a 429 is retried after its retry_after, every call to that chat
+// waiting meanwhile (chat.Pacer).
 type Client struct {
 	cfg ClientConfig
 	bot *bot.Bot
 	log *slog.Logger
 
-	mu     sync.Mutex
-	limits map[int64][]*rate.Limiter
-	names  *nameCache // what getChatMember said of a user in a chat
-	seen   *nameCache // how updates showed users (chat 0)
+	pace  *chat.Pacer // per chat
+	names *nameCache  // what getChatMember said of a user in a chat
+	seen  *nameCache  // how updates showed users (chat 0)
 }
 
 // NewClient checks cfg and returns the client; it makes no call.
@@ -96,14 +95,15 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telegram: %w", err)
 	}
-	return &Client{cfg: cfg, bot: b, log: cfg.Logger, limits: map[int64][]*rate.Limiter{}, names: newNameCache(maxCachedNames),
+	pace := &chat.Pacer{Platform: "telegram", Logger: cfg.Logger, Retries: cfg.MaxRetries, RetryAfter: tooMany, Limits: limits}
+	return &Client{cfg: cfg, bot: b, log: cfg.Logger, pace: pace, names: newNameCache(maxCachedNames),
 		seen: newNameCache(maxSeenNames)}, nil
 }
 
 // Me returns the bot's own user (getMe).
 func (c *Client) Me(ctx context.Context) (*models.User, error) {
 	var u *models.User
-	err := c.retry(ctx, func() (err error) { u, err = c.bot.GetMe(ctx); return err })
+	err := c.pace.Call(ctx, "", func(ctx context.Context) (err error) { u, err = c.bot.GetMe(ctx); return err })
 	return u, err
 }
 
@@ -111,11 +111,8 @@ func (c *Client) Me(ctx context.Context) (*models.User, error) {
 // set, and returns the message id. A refusal returns an error, an unknown
 // outcome one wrapping ErrMaybePosted.
 func (c *Client) Send(ctx context.Context, chat int64, thread int, text string, markup models.ReplyMarkup) (int, error) {
-	if err := c.wait(ctx, chat); err != nil {
-		return 0, err
-	}
 	var m *models.Message
-	err := c.retry(ctx, func() (err error) {
+	err := c.pace.Call(ctx, chatKey(chat), func(ctx context.Context) (err error) {
 		m, err = c.bot.SendMessage(ctx, &bot.SendMessageParams{ChatID: chat, MessageThreadID: thread, Text: text,
 			ParseMode: models.ParseModeMarkdown, ReplyMarkup: markup})
 		return err
@@ -133,10 +130,7 @@ func (c *Client) Send(ctx context.Context, chat int64, thread int, text string, 
 // chat; markup nil removes the keyboard. "message is not modified" is no
 // error.
 func (c *Client) Edit(ctx context.Context, chat int64, id int, text string, markup models.ReplyMarkup) error {
-	if err := c.wait(ctx, chat); err != nil {
-		return err
-	}
-	err := c.retry(ctx, func() error {
+	err := c.pace.Call(ctx, chatKey(chat), func(ctx context.Context) error {
 		_, err := c.bot.EditMessageText(ctx, &bot.EditMessageTextParams{ChatID: chat, MessageID: id, Text: text,
 			ParseMode: models.ParseModeMarkdown, ReplyMarkup: markup})
 		return err
@@ -156,7 +150,7 @@ func (c *Client) AnswerCallback(ctx context.Context, id, text string) error {
 	if r := []rune(text); len(r) > maxCallbackAnswer {
 		text = string(r[:maxCallbackAnswer-1]) + "…"
 	}
-	return c.retry(ctx, func() error {
+	return c.pace.Call(ctx, "", func(ctx context.Context) error {
 		_, err := c.bot.AnswerCallbackQuery(ctx, &bot.AnswerCallbackQueryParams{CallbackQueryID: id, Text: text})
 		return err
 	})
@@ -167,7 +161,7 @@ func (c *Client) AnswerCallback(ctx context.Context, id, text string) error {
 // was in chat: "Bad Request: user not found".
 func (c *Client) ChatMember(ctx context.Context, chat, user int64) (models.User, error) {
 	var m *models.ChatMember
-	err := c.retry(ctx, func() (err error) {
+	err := c.pace.Call(ctx, "", func(ctx context.Context) (err error) {
 		m, err = c.bot.GetChatMember(ctx, &bot.GetChatMemberParams{ChatID: chat, UserID: user})
 		return err
 	})
@@ -198,7 +192,7 @@ func (c *Client) ChatMember(ctx context.Context, chat, user int64) (models.User,
 // SetCommands registers the bot's commands (setMyCommands). Telegram's
 // refusal is an *APIError: its HTTP status and description.
 func (c *Client) SetCommands(ctx context.Context, cmds []models.BotCommand) error {
-	return c.retry(ctx, func() error {
+	return c.pace.Call(ctx, "", func(ctx context.Context) error {
 		var ok bool
 		return c.call(ctx, "setMyCommands", map[string]any{"commands": cmds}, 0, &ok)
 	})
@@ -341,51 +335,33 @@ func excerpt(raw []byte) string {
 	return s
 }
 
-// retry calls fn, again after the retry_after of a 429, at most MaxRetries
-// times more.
-func (c *Client) retry(ctx context.Context, fn func() error) error {
-	for i := 0; ; i++ {
-		err := fn()
-		var tm *bot.TooManyRequestsError
-		if !errors.As(err, &tm) || i >= c.cfg.MaxRetries {
-			return err
-		}
-		wait := time.Duration(max(tm.RetryAfter, 1)) * time.Second
-		c.log.Warn("telegram rate limited; waiting", "retry_after", wait)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
+// chatKey is the pacer's key of chat.
+func chatKey(chat int64) string { return strconv.FormatInt(chat, 10) }
+
+// limits paces the calls that post in a chat: one a second in any chat,
+// and in a group (a negative id) also 20 a minute.
+func limits(key string) []*rate.Limiter {
+	ls := []*rate.Limiter{rate.NewLimiter(rate.Every(time.Second), 1)}
+	if strings.HasPrefix(key, "-") {
+		ls = append(ls, rate.NewLimiter(rate.Every(3*time.Second), 20))
 	}
+	return ls
 }
 
-// wait paces calls that post in chat: one a second in any chat, and in a
-// group (negative id) also 20 a minute.
-func (c *Client) wait(ctx context.Context, chat int64) error {
-	c.mu.Lock()
-	ls, ok := c.limits[chat]
-	if !ok {
-		ls = []*rate.Limiter{rate.NewLimiter(rate.Every(time.Second), 1)}
-		if chat < 0 {
-			ls = append(ls, rate.NewLimiter(rate.Every(3*time.Second), 20))
-		}
-		c.limits[chat] = ls
+// tooMany reports whether err is Telegram's 429 and its retry_after.
+func tooMany(err error) (time.Duration, bool) {
+	var tm *bot.TooManyRequestsError
+	if !errors.As(err, &tm) {
+		return 0, false
 	}
-	c.mu.Unlock()
-	for _, l := range ls {
-		if err := l.Wait(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
+	return time.Duration(max(tm.RetryAfter, 1)) * time.Second, true
 }
 
 // apiError reports whether err is Telegram's answer (so nothing was done),
 // not a transport failure.
 func apiError(err error) bool {
 	var ae *APIError
-	if errors.As(err, &ae) {
+	if errors.As(err, &ae) || errors.Is(err, chat.ErrNotSent) {
 		return true
 	}
 	var tm *bot.TooManyRequestsError

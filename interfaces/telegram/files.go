@@ -36,7 +36,7 @@ func (c *Client) Download(ctx context.Context, fileID string, max int64) ([]byte
 		return nil, fmt.Errorf("telegram file download: limit %d: must be positive", max)
 	}
 	var f *models.File
-	err := c.retry(ctx, func() (err error) {
+	err := c.pace.Call(ctx, "", func(ctx context.Context) (err error) {
 		f, err = c.bot.GetFile(ctx, &bot.GetFileParams{FileID: fileID})
 		return err
 	})
@@ -118,12 +118,9 @@ func (c *Client) SendFile(ctx context.Context, chat int64, thread int, name, mim
 	} else {
 		caption = ""
 	}
-	if err := c.wait(ctx, chat); err != nil {
-		return 0, err
-	}
 	photo := isPhoto(mime) && len(data) <= maxPhotoBytes
 	var m *models.Message
-	err := c.retry(ctx, func() (err error) {
+	err := c.pace.Call(ctx, chatKey(chat), func(ctx context.Context) (err error) {
 		upload := &models.InputFileUpload{Filename: name, Data: bytes.NewReader(data)}
 		if photo {
 			m, err = c.bot.SendPhoto(ctx, &bot.SendPhotoParams{ChatID: chat, MessageThreadID: thread, Photo: upload,
