@@ -70,16 +70,19 @@ type NotifierConfig[C any] struct {
 	Logger *slog.Logger
 }
 
-// Poster checks what a platform's notifier needs (a store, a client: has
-// says it is set), fills the clock and logger left nil and returns the
-// post-once for the client; maybePosted is the platform's error of a post
-// that may have gone through.
-func (c *NotifierConfig[C]) Poster(platform string, has bool, maybePosted error) (Poster[C], error) {
-	if c.Store == nil || !has {
-		return Poster[C]{}, fmt.Errorf("%s: the notifier needs a store and a client", platform)
+// NewNotifier is every platform's notifier constructor: it checks what the
+// notifier needs (a store, a client: has says it is set), fills the clock
+// and logger left nil and returns build(cfg, the post-once for the
+// client); maybePosted is the platform's error of a post that may have
+// gone through.
+func NewNotifier[C, N any](platform string, cfg NotifierConfig[C], has bool, maybePosted error,
+	build func(NotifierConfig[C], Poster[C]) N) (N, error) {
+	if cfg.Store == nil || !has {
+		var none N
+		return none, fmt.Errorf("%s: the notifier needs a store and a client", platform)
 	}
-	Defaults(&c.Clock, &c.Logger)
-	return NewPoster(platform, c.Store, c.Client, c.Clock, c.Logger, maybePosted), nil
+	Defaults(&cfg.Clock, &cfg.Logger)
+	return build(cfg, NewPoster(platform, cfg.Store, cfg.Client, cfg.Clock, cfg.Logger, maybePosted)), nil
 }
 
 // Defaults fills a clock and a logger left nil: the system clock, a logger

@@ -27,11 +27,21 @@ type Sender struct {
 	Outbox   core.Outbox // required
 	Clock    core.Clock  // required
 	Logger   *slog.Logger
-	Platform string // names the platform in logs
-	// MaybePosted reports whether a failed post may have posted the
+	Platform string // names the platform in logs and outbox keys
+	// Uncertain is the platform's error of a post that may have posted the
 	// message all the same (its answer was lost); other errors are
 	// refusals: nothing was posted and the key can be claimed again.
-	MaybePosted func(error) bool
+	Uncertain error
+}
+
+// MaybePosted reports whether err is (or wraps) s.Uncertain (chat.Platform).
+func (s Sender) MaybePosted(err error) bool { return s.Uncertain != nil && errors.Is(err, s.Uncertain) }
+
+// LiveKey names the outbox entry of the live message of segment seg of
+// run runID (chat.Platform). Segment n is the run after its n-th pause for
+// an approval, shown in a message of its own (below the card).
+func (s Sender) LiveKey(runID string, seg int) string {
+	return s.Platform + ":live:" + runID + ":" + strconv.Itoa(seg)
 }
 
 // Poster is a platform's API client with the outbox's post-once for it.
@@ -44,7 +54,7 @@ type Poster[C any] struct {
 // maybePosted the platform's error of a post that may have gone through.
 func NewPoster[C any](platform string, outbox core.Outbox, client C, clock core.Clock, log *slog.Logger, maybePosted error) Poster[C] {
 	return Poster[C]{Client: client, Sender: Sender{Outbox: outbox, Clock: clock, Logger: log, Platform: platform,
-		MaybePosted: func(err error) bool { return errors.Is(err, maybePosted) }}}
+		Uncertain: maybePosted}}
 }
 
 // Now is the clock's time in UTC.
@@ -71,7 +81,7 @@ func (s Sender) PostOnce(ctx context.Context, key string, post func(context.Cont
 	}
 	ref, err := post(ctx)
 	switch {
-	case err != nil && s.MaybePosted != nil && s.MaybePosted(err):
+	case err != nil && s.MaybePosted(err):
 		s.log().Warn(s.Platform+" message may have been posted; not posting it again", "key", key, "err", err)
 		return Sent{State: core.SendUncertain}, s.Outbox.SetSendState(ctx, key, core.SendUncertain, "", now())
 	case err != nil:

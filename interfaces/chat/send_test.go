@@ -19,7 +19,7 @@ func TestSenderPostsOnce(t *testing.T) {
 	}
 	t.Cleanup(func() { db.Close() })
 	lost, refused := errors.New("answer lost"), errors.New("refused")
-	s := chat.Sender{Outbox: db, Clock: core.SystemClock{}, Platform: "test", MaybePosted: func(err error) bool { return errors.Is(err, lost) }}
+	s := chat.Sender{Outbox: db, Clock: core.SystemClock{}, Platform: "test", Uncertain: lost}
 	posts := 0
 	post := func(err error) func(context.Context) (string, error) {
 		return func(context.Context) (string, error) {

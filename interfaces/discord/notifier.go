@@ -24,11 +24,10 @@ type Notifier struct {
 
 // NewNotifier checks cfg and returns the notifier.
 func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
-	p, err := cfg.Poster("discord", cfg.Client != nil, ErrMaybePosted)
-	if err != nil {
-		return nil, err
-	}
-	return &Notifier{cfg: cfg, sender: sender(p)}, nil
+	return chat.NewNotifier("discord", cfg, cfg.Client != nil, ErrMaybePosted,
+		func(cfg NotifierConfig, p chat.Poster[*Client]) *Notifier {
+			return &Notifier{cfg: cfg, sender: sender(p)}
+		})
 }
 
 // RenderApproval implements chat.ApprovalRenderer (see chat.CardFlow).

@@ -49,8 +49,3 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 		return n.cfg.Client.PostFile(ctx, channel, f.Name, f.Data, "")
 	})
 }
-
-// LiveKey implements chat.Platform.
-func (n *Notifier) LiveKey(runID string, segment int) string {
-	return "discord:live:" + runID + ":" + itoa(segment)
-}

@@ -2,7 +2,6 @@ package discord
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -51,9 +50,6 @@ const typingLasts = 8 * time.Second
 func (n *Notifier) Typing(ctx context.Context, _ core.Run, b core.Binding) (time.Duration, error) {
 	return typingLasts, n.cfg.Client.Typing(ctx, b.Channel)
 }
-
-// MaybePosted implements chat.Platform.
-func (n *Notifier) MaybePosted(err error) bool { return errors.Is(err, ErrMaybePosted) }
 
 // Show implements chat.LiveMessage.
 func (m *liveMsg) Show(ctx context.Context, text string) error {

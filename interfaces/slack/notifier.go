@@ -36,11 +36,10 @@ var (
 
 // NewNotifier checks cfg and returns the renderer.
 func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
-	p, err := cfg.Poster("slack", cfg.Client != nil, ErrMaybePosted)
-	if err != nil {
-		return nil, err
-	}
-	return &Notifier{cfg: cfg, sender: sender(p)}, nil
+	return chat.NewNotifier("slack", cfg, cfg.Client != nil, ErrMaybePosted,
+		func(cfg NotifierConfig, p chat.Poster[*Client]) *Notifier {
+			return &Notifier{cfg: cfg, sender: sender(p)}
+		})
 }
 
 func cardKey(approvalID string) string { return core.CardKey(chat.PlatformSlack, approvalID) }

@@ -103,9 +103,6 @@ func refusedWith(err error, codes ...string) bool {
 	return false
 }
 
-// MaybePosted implements chat.Platform.
-func (c *Notifier) MaybePosted(err error) bool { return errors.Is(err, ErrMaybePosted) }
-
 // liveMsg is a live message in a Slack thread.
 type liveMsg struct {
 	c    *Notifier

@@ -2,7 +2,6 @@ package telegram
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -23,12 +22,6 @@ import (
 // thinkingNote is what a live message shows while nothing is written yet.
 const thinkingNote = "…"
 
-// LiveKey implements chat.Platform. Segment n is the run after its n-th
-// pause for an approval, shown in a message of its own (below the card).
-func (n *Notifier) LiveKey(runID string, segment int) string {
-	return "telegram:live:" + runID + ":" + strconv.Itoa(segment)
-}
-
 // typingLasts is how often the chat action is sent again: Telegram shows
 // it for 5 seconds, or until the bot's next message.
 const typingLasts = 4 * time.Second
@@ -48,9 +41,6 @@ func (n *Notifier) Typing(ctx context.Context, _ core.Run, b core.Binding) (time
 }
 
 var _ chat.Typer = (*Notifier)(nil)
-
-// MaybePosted implements chat.Platform.
-func (n *Notifier) MaybePosted(err error) bool { return errors.Is(err, ErrMaybePosted) }
 
 // liveMsg is a live message in a Telegram chat.
 type liveMsg struct {

@@ -29,11 +29,10 @@ type Notifier struct {
 
 // NewNotifier checks cfg and returns the notifier.
 func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
-	p, err := cfg.Poster("telegram", cfg.Client != nil, ErrMaybePosted)
-	if err != nil {
-		return nil, err
-	}
-	return &Notifier{cfg: cfg, sender: sender(p)}, nil
+	return chat.NewNotifier("telegram", cfg, cfg.Client != nil, ErrMaybePosted,
+		func(cfg NotifierConfig, p chat.Poster[*Client]) *Notifier {
+			return &Notifier{cfg: cfg, sender: sender(p)}
+		})
 }
 
 var _ chat.Platform = (*Notifier)(nil)
