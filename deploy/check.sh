@@ -7,9 +7,10 @@
 # types, the API server's checks of what the chart sets, the restricted Pod
 # Security Standard, references between objects); the renders the chart must
 # refuse; docker-compose.yaml through deploy/composecheck (compose-go, what
-# `docker compose config` runs, and the scale-out's needs) and the compose CLI
-# when there is one; and, with
-# AGENTGATE_BIN set to a built agentgate, the example config in full-values.
+# `docker compose config` runs, and the scale-out's needs) and the compose
+# CLI's `config` (Docker's plugin, else docker-compose, installed from
+# Debian's packages when missing and root); and, with AGENTGATE_BIN set to a
+# built agentgate, the example config in full-values.
 #
 # helm comes from PATH, else it is built once from its Go module into
 # $AGENTGATE_TOOLS (default ~/.cache/agentgate-tools; about 2.5 minutes on
@@ -152,10 +153,19 @@ log "docker-compose.yaml"
 go -C deploy/composecheck vet ./...
 go -C deploy/composecheck test -count=1 ./...
 go -C deploy/composecheck run . "$PWD/docker-compose.yaml"
+# And the compose CLI's own `config`: Docker's plugin when there is one, else
+# docker-compose (installed from Debian's packages when missing, as root).
+if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1 &&
+  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing docker-compose (Debian package)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null
+fi
 if docker compose version >/dev/null 2>&1; then
   docker compose -f docker-compose.yaml config --quiet && echo "docker compose config: ok"
 elif command -v docker-compose >/dev/null 2>&1; then
-  docker-compose -f docker-compose.yaml config --quiet && echo "docker-compose config: ok"
+  docker-compose -f docker-compose.yaml config --quiet && echo "docker-compose config: ok ($(docker-compose version --short))"
+else
+  echo "skipped: no compose CLI, and none could be installed here"
 fi
 
 log "the example config in ci/full-values.yaml"
