@@ -1,6 +1,12 @@
 package chat
 
-import "net/http"
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"mime"
+	"net/http"
+)
 
 // APIObserver counts a platform's API calls by outcome (core/metrics
 // implements it).
@@ -12,7 +18,7 @@ type APIObserver interface {
 const (
 	CallOK          = "ok"           // 1xx–3xx
 	CallRateLimited = "rate_limited" // 429
-	CallRefused     = "client_error" // other 4xx
+	CallRefused     = "client_error" // other 4xx, and a JSON answer {"ok":false,…} (Slack's errors come with 200)
 	CallFailed      = "server_error" // 5xx
 	CallUnreachable = "unreachable"  // no answer: connection, timeout, TLS
 )
@@ -47,7 +53,26 @@ func (c counted) RoundTrip(r *http.Request) (*http.Response, error) {
 		outcome = CallFailed
 	case resp.StatusCode >= 400:
 		outcome = CallRefused
+	case refusedOK(resp):
+		outcome = CallRefused
 	}
 	c.o.PlatformCall(c.platform, outcome)
 	return resp, err
+}
+
+// refusedOK reports whether a successful JSON answer says {"ok":false}, as
+// Slack answers the calls it refuses (invalid_auth, channel_not_found …).
+// It peeks at the body's first bytes and leaves the body whole.
+func refusedOK(resp *http.Response) bool {
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "application/json" || resp.Body == nil {
+		return false
+	}
+	br := bufio.NewReaderSize(resp.Body, 64)
+	head, _ := br.Peek(32)
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{br, resp.Body}
+	compact := bytes.Join(bytes.Fields(head), nil)
+	return bytes.HasPrefix(compact, []byte(`{"ok":false`))
 }

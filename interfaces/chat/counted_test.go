@@ -1,6 +1,7 @@
 package chat_test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -24,6 +25,11 @@ func (c *calls) PlatformCall(platform, outcome string) {
 // Every request to a platform's API is counted by what came back.
 func TestCountedOutcomes(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("ok") != "" { // as Slack refuses a call: 200 and ok false
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			_, _ = io.WriteString(w, `{"ok":`+r.URL.Query().Get("ok")+`,"error":"channel_not_found"}`)
+			return
+		}
 		code, _ := strconv.Atoi(r.URL.Query().Get("status"))
 		w.WriteHeader(code)
 	}))
@@ -38,10 +44,21 @@ func TestCountedOutcomes(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
+	for _, ok := range []string{"false", "true"} {
+		resp, err := c.Get(srv.URL + "/api?ok=" + ok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := `{"ok":` + ok + `,"error":"channel_not_found"}`; string(body) != want {
+			t.Fatalf("body read through the counter = %q, want %q", body, want)
+		}
+	}
 	if _, err := c.Get(gone.URL); err == nil {
 		t.Fatal("a closed server answered")
 	}
-	want := map[string]int{"slack ok": 2, "slack rate_limited": 1, "slack client_error": 1, "slack server_error": 1, "slack unreachable": 1}
+	want := map[string]int{"slack ok": 3, "slack rate_limited": 1, "slack client_error": 2, "slack server_error": 1, "slack unreachable": 1}
 	for k, n := range want {
 		if o.n[k] != n {
 			t.Errorf("%s = %d, want %d (all: %v)", k, o.n[k], n, o.n)
