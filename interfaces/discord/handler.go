@@ -72,7 +72,7 @@ type Handler struct {
 	key   ed25519.PublicKey
 	inbox *chat.Inbox
 
-	channels sync.Map // channel id → channelInfo
+	channels *chat.Cache[string, channelInfo]
 	after    sync.WaitGroup
 }
 
@@ -85,7 +85,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		return nil, errors.New("discord: the handler needs a default agent")
 	}
 	chat.Defaults(&cfg.Clock, &cfg.Logger)
-	h := &Handler{cfg: cfg, log: cfg.Logger}
+	h := &Handler{cfg: cfg, log: cfg.Logger, channels: chat.NewCache[string, channelInfo](maxChannels)}
 	if cfg.PublicKey != "" {
 		k, err := ParsePublicKey(cfg.PublicKey)
 		if err != nil {
@@ -191,16 +191,23 @@ func stripMention(text, bot string) string {
 	return strings.TrimSpace(text)
 }
 
-// channel looks a channel up once.
+// How long the handler keeps what it looked up of a channel (whether it is
+// a thread, its parent), and of how many channels at most.
+const (
+	channelTTL  = time.Hour
+	maxChannels = 10_000
+)
+
+// channel looks a channel up, once an hour.
 func (h *Handler) channel(ctx context.Context, id string) (channelInfo, error) {
-	if v, ok := h.channels.Load(id); ok {
-		return v.(channelInfo), nil
+	if ch, ok := h.channels.Get(id, h.cfg.Clock.Now()); ok {
+		return ch, nil
 	}
 	ch, err := h.cfg.Client.channel(ctx, id)
 	if err != nil {
 		return ch, err
 	}
-	h.channels.Store(id, ch)
+	h.channels.Put(id, ch, h.cfg.Clock.Now(), channelTTL)
 	return ch, nil
 }
 

@@ -62,9 +62,9 @@ type Client struct {
 	bot *bot.Bot
 	log *slog.Logger
 
-	pace  *chat.Pacer // per chat
-	names *nameCache  // what getChatMember said of a user in a chat
-	seen  *nameCache  // how updates showed users (chat 0)
+	pace  *chat.Pacer                  // per chat
+	names *chat.Cache[nameKey, string] // what getChatMember said of a user in a chat ("": no name)
+	seen  *chat.Cache[nameKey, string] // how updates showed users (chat 0)
 }
 
 // NewClient checks cfg and returns the client; it makes no call.
@@ -96,8 +96,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		return nil, fmt.Errorf("telegram: %w", err)
 	}
 	pace := &chat.Pacer{Platform: "telegram", Logger: cfg.Logger, Retries: cfg.MaxRetries, RetryAfter: tooMany, Limits: limits}
-	return &Client{cfg: cfg, bot: b, log: cfg.Logger, pace: pace, names: newNameCache(maxCachedNames),
-		seen: newNameCache(maxSeenNames)}, nil
+	return &Client{cfg: cfg, bot: b, log: cfg.Logger, pace: pace, names: chat.NewCache[nameKey, string](maxCachedNames),
+		seen: chat.NewCache[nameKey, string](maxSeenNames)}, nil
 }
 
 // Me returns the bot's own user (getMe).

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-telegram/bot"
@@ -41,7 +40,7 @@ func (c *Client) Names(ctx context.Context, chat int64, users []int64) map[int64
 	lookups, cancel := context.WithTimeout(ctx, c.cfg.NameTimeout)
 	defer cancel()
 	for _, user := range users {
-		if name, seen := c.seen.get(nameKey{user: user}, c.cfg.Clock.Now()); seen {
+		if name, seen := c.seen.Get(nameKey{user: user}, c.cfg.Clock.Now()); seen {
 			out[user] = name
 			continue
 		}
@@ -49,7 +48,7 @@ func (c *Client) Names(ctx context.Context, chat int64, users []int64) map[int64
 			continue // no chat to ask about
 		}
 		key := nameKey{chat: chat, user: user}
-		if name, cached := c.names.get(key, c.cfg.Clock.Now()); cached {
+		if name, cached := c.names.Get(key, c.cfg.Clock.Now()); cached {
 			if name != "" {
 				out[user] = name
 			}
@@ -62,7 +61,7 @@ func (c *Client) Names(ctx context.Context, chat int64, users []int64) map[int64
 		switch {
 		case err == nil:
 			out[user] = userName(u)
-			c.names.put(key, out[user], c.cfg.Clock.Now(), nameTTL)
+			c.names.Put(key, out[user], c.cfg.Clock.Now(), nameTTL)
 		case ctx.Err() != nil: // the caller gave up, Telegram did not answer
 		default:
 			if errors.Is(err, bot.ErrorBadRequest) {
@@ -70,7 +69,7 @@ func (c *Client) Names(ctx context.Context, chat int64, users []int64) map[int64
 			} else {
 				c.log.Warn("telegram: name lookup failed; the user shows as a mention", "chat", chat, "user", user, "err", err)
 			}
-			c.names.put(key, "", c.cfg.Clock.Now(), noNameTTL)
+			c.names.Put(key, "", c.cfg.Clock.Now(), noNameTTL)
 		}
 	}
 	return out
@@ -82,65 +81,12 @@ func (c *Client) saw(u *models.User) {
 		return
 	}
 	if name := userName(*u); name != "" {
-		c.seen.put(nameKey{user: u.ID}, name, c.cfg.Clock.Now(), seenNameTTL)
+		c.seen.Put(nameKey{user: u.ID}, name, c.cfg.Clock.Now(), seenNameTTL)
 	}
 }
 
 // nameKey names a user in a chat; chat 0 in the names seen on updates.
 type nameKey struct{ chat, user int64 }
-
-type cachedName struct {
-	name  string // "": Telegram has none for the user in the chat
-	until time.Time
-}
-
-// nameCache holds at most max names; when full, expired ones go first,
-// then the one closest to expiring.
-type nameCache struct {
-	mu  sync.Mutex
-	max int
-	m   map[nameKey]cachedName
-}
-
-func newNameCache(max int) *nameCache { return &nameCache{max: max, m: map[nameKey]cachedName{}} }
-
-func (c *nameCache) get(k nameKey, now time.Time) (name string, cached bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[k]
-	if !ok || !now.Before(e.until) {
-		return "", false
-	}
-	return e.name, true
-}
-
-func (c *nameCache) put(k nameKey, name string, now time.Time, ttl time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.m[k]; !ok && len(c.m) >= c.max {
-		c.evict(now)
-	}
-	c.m[k] = cachedName{name: name, until: now.Add(ttl)}
-}
-
-// evict drops the entries expired at now, or else the one closest to
-// expiring.
-func (c *nameCache) evict(now time.Time) {
-	var first nameKey
-	var firstUntil time.Time
-	for k, e := range c.m {
-		if !now.Before(e.until) {
-			delete(c.m, k)
-			continue
-		}
-		if firstUntil.IsZero() || e.until.Before(firstUntil) {
-			first, firstUntil = k, e.until
-		}
-	}
-	if len(c.m) >= c.max {
-		delete(c.m, first)
-	}
-}
 
 // people is how a message names the people it is about, in one chat:
 // Telegram users by the name the chat shows (Client.Names), else as a
