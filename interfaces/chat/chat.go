@@ -5,8 +5,11 @@
 package chat
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"time"
@@ -163,6 +166,26 @@ func SessionID(agent string, in Inbound) string {
 	}
 	sum := sha256.Sum256([]byte(key))
 	return in.Platform + "_" + hex.EncodeToString(sum[:16])
+}
+
+// Route picks the agent of a message — routes[place] (a channel,
+// a thread's parent) when set, else def — and its session. A message that
+// neither mentions the bot nor is direct continues a thread only where the
+// bot already has that session: elsewhere it is skipped (ErrInboxSkip).
+func Route(ctx context.Context, sessions SessionGetter, routes map[string]string, place, def string, in Inbound) (agent, session string, err error) {
+	agent = def
+	if a, ok := routes[place]; ok {
+		agent = a
+	}
+	session = SessionID(agent, in)
+	if !in.Mentioned && !in.DirectMessage {
+		if _, err := sessions.GetSession(ctx, session); errors.Is(err, core.ErrNotFound) {
+			return "", "", fmt.Errorf("a thread the bot is not part of: %w", core.ErrInboxSkip)
+		} else if err != nil {
+			return "", "", err
+		}
+	}
+	return agent, session, nil
 }
 
 // Author is the principal id of whoever wrote in: the requester of the

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -217,17 +216,9 @@ func (h *Handler) channel(ctx context.Context, id string) (channelInfo, error) {
 // InboxHandler's.
 func (h *Handler) start(ctx context.Context, key string, e inboxEntry) error {
 	in := e.Message
-	agent := h.cfg.DefaultAgent
-	if a, ok := h.cfg.Channels[e.Parent]; ok {
-		agent = a
-	}
-	sid := chat.SessionID(agent, in)
-	if !in.Mentioned && !in.DirectMessage {
-		if _, err := h.cfg.Sessions.GetSession(ctx, sid); errors.Is(err, core.ErrNotFound) {
-			return fmt.Errorf("a thread the bot is not part of: %w", core.ErrInboxSkip)
-		} else if err != nil {
-			return err
-		}
+	agent, sid, err := chat.Route(ctx, h.cfg.Sessions, h.cfg.Channels, e.Parent, h.cfg.DefaultAgent, in)
+	if err != nil {
+		return err
 	}
 	if e.OpenThread {
 		if err := h.cfg.Client.StartThread(ctx, e.Parent, in.MessageID, threadName(in.Text)); err != nil {

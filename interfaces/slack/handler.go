@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -207,17 +206,9 @@ func (h *Handler) message(ctx context.Context, req Request) error {
 // as an InboxHandler's: ErrInboxSkip, ErrDuplicate, PermanentError, or
 // another to retry.
 func (h *Handler) start(ctx context.Context, key string, in chat.Inbound) error {
-	agent := h.cfg.DefaultAgent
-	if a, ok := h.cfg.Channels[in.Channel]; ok {
-		agent = a
-	}
-	sid := SessionID(agent, in)
-	if !in.Mentioned && !in.DirectMessage {
-		if _, err := h.cfg.Sessions.GetSession(ctx, sid); errors.Is(err, core.ErrNotFound) {
-			return fmt.Errorf("a thread the bot is not part of: %w", core.ErrInboxSkip)
-		} else if err != nil {
-			return err
-		}
+	agent, sid, err := chat.Route(ctx, h.cfg.Sessions, h.cfg.Channels, in.Channel, h.cfg.DefaultAgent, in)
+	if err != nil {
+		return err
 	}
 	return chat.Start(ctx, h.cfg.Engine, h.files(in), agent, sid, key, in, core.Binding{Workspace: in.Workspace, Channel: in.Channel, Thread: in.Thread})
 }
