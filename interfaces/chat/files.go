@@ -2,7 +2,9 @@ package chat
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -42,6 +44,28 @@ func (fn FetchRef) Fetch(ctx context.Context, f InFile, max int64) ([]byte, erro
 // not told otherwise: 20 MB, the most the Telegram Bot API lets a bot
 // download.
 const DefaultMaxFileBytes = 20_000_000
+
+// ErrFileTooLarge is in the error of a download refused because the file
+// is larger than the limit its caller gave.
+var ErrFileTooLarge = errors.New("file larger than the limit")
+
+// ReadFile reads a downloaded file's body, of at most max bytes: a larger
+// one (by its Content-Length, or once max+1 bytes came) is refused with
+// ErrFileTooLarge without reading more.
+func ReadFile(resp *http.Response, max int64) ([]byte, error) {
+	tooLarge := fmt.Errorf("%w of %d bytes", ErrFileTooLarge, max)
+	if resp.ContentLength > max {
+		return nil, tooLarge
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, tooLarge
+	}
+	return data, nil
+}
 
 // Files fetches the attachments of inbound messages and stores their bytes
 // (core.Blobs) for the agent.

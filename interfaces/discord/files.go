@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -14,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/bwmarrin/discordgo"
+
+	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
 // DefaultCDNURL is where Discord serves attachments (an attachment's url);
@@ -25,7 +26,7 @@ const mediaURL = "https://media.discordapp.net"
 
 // ErrFileTooLarge is matched (errors.Is) by a Download refused because the
 // file is larger than the limit the caller gave.
-var ErrFileTooLarge = errors.New("file larger than the limit")
+var ErrFileTooLarge = chat.ErrFileTooLarge
 
 // cdnBases parses ClientConfig.CDNURL and returns the bases Download
 // accepts: Discord's CDN and media proxy, and CDNURL.
@@ -98,21 +99,12 @@ func (c *Client) Download(ctx context.Context, rawURL string, max int64) ([]byte
 		return nil, fmt.Errorf("discord attachment download: HTTP %d: the link expired or the file is gone; use the url of a fresh MESSAGE_CREATE", resp.StatusCode)
 	case resp.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("discord attachment download: HTTP %d", resp.StatusCode)
-	case resp.ContentLength > max:
-		return nil, tooLarge(max)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	data, err := chat.ReadFile(resp, max)
 	if err != nil {
 		return nil, fmt.Errorf("discord attachment download: %w", err)
 	}
-	if int64(len(data)) > max {
-		return nil, tooLarge(max)
-	}
 	return data, nil
-}
-
-func tooLarge(max int64) error {
-	return fmt.Errorf("discord attachment download: %w of %d bytes", ErrFileTooLarge, max)
 }
 
 // filePayload is the payload_json of a message with uploaded files.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	slackapi "github.com/slack-go/slack"
+
+	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
 // FilesHost is the host that serves the files of a workspace (url_private_download) and
@@ -22,7 +23,7 @@ const FilesHost = "files.slack.com"
 
 // ErrFileTooLarge is matched (errors.Is) by a Download refused because the file is larger
 // than the limit the caller gave.
-var ErrFileTooLarge = errors.New("file larger than the limit")
+var ErrFileTooLarge = chat.ErrFileTooLarge
 
 // Download fetches a shared file from its url_private_download (or url_private) with the
 // bot token and returns its bytes. It refuses, before any request, a URL that is not https
@@ -61,18 +62,13 @@ func (c *Client) Download(ctx context.Context, fileURL string, max int64) ([]byt
 			return nil
 		case resp.StatusCode != http.StatusOK:
 			return statusError(resp)
-		case resp.ContentLength > max:
-			final = tooLarge(max)
+		}
+		data, err = chat.ReadFile(resp, max)
+		if errors.Is(err, chat.ErrFileTooLarge) {
+			final = fmt.Errorf("slack file download: %w", err)
 			return nil
 		}
-		data, err = io.ReadAll(io.LimitReader(resp.Body, max+1))
-		if err != nil {
-			return err
-		}
-		if int64(len(data)) > max {
-			data, final = nil, tooLarge(max)
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -81,10 +77,6 @@ func (c *Client) Download(ctx context.Context, fileURL string, max int64) ([]byt
 		return nil, final
 	}
 	return data, nil
-}
-
-func tooLarge(max int64) error {
-	return fmt.Errorf("slack file download: %w of %d bytes", ErrFileTooLarge, max)
 }
 
 // statusError turns a non-200 answer into the errors slack-go returns, so call's rules

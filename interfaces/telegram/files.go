@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-telegram/bot"
 	"github.com/go-telegram/bot/models"
+
+	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
 // MaxCaptionLen is Telegram's limit on a photo's or document's caption, in
@@ -24,7 +26,7 @@ const maxPhotoBytes = 10 << 20
 
 // ErrFileTooLarge is matched (errors.Is) by a Download refused because the
 // file is larger than the limit the caller gave.
-var ErrFileTooLarge = errors.New("file larger than the limit")
+var ErrFileTooLarge = chat.ErrFileTooLarge
 
 // Download fetches the file fileID (a photo's or document's file_id):
 // getFile, then a GET of <APIURL>/file/bot<token>/<file_path>. A file whose
@@ -44,7 +46,7 @@ func (c *Client) Download(ctx context.Context, fileID string, max int64) ([]byte
 		return nil, fmt.Errorf("telegram getFile: %w", err)
 	}
 	if f.FileSize > max {
-		return nil, tooLarge(max)
+		return nil, fmt.Errorf("telegram file download: %w of %d bytes", ErrFileTooLarge, max)
 	}
 	if err := checkFilePath(f.FilePath); err != nil {
 		return nil, errors.New(strings.ReplaceAll(err.Error(), c.cfg.Token, "***"))
@@ -66,21 +68,11 @@ func (c *Client) Download(ctx context.Context, fileID string, max int64) ([]byte
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		return nil, fmt.Errorf("telegram file download: HTTP %d: %s", resp.StatusCode, strings.ReplaceAll(excerpt(raw), c.cfg.Token, "***"))
 	}
-	if resp.ContentLength > max {
-		return nil, tooLarge(max)
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	data, err := chat.ReadFile(resp, max)
 	if err != nil {
 		return nil, fmt.Errorf("telegram file download: %w", err)
 	}
-	if int64(len(data)) > max {
-		return nil, tooLarge(max)
-	}
 	return data, nil
-}
-
-func tooLarge(max int64) error {
-	return fmt.Errorf("telegram file download: %w of %d bytes", ErrFileTooLarge, max)
 }
 
 // checkFilePath refuses a file_path that is not a plain relative path
