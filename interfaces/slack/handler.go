@@ -1,7 +1,6 @@
 package slack
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -99,9 +98,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+	if !chat.PostOnly(w, r) {
 		return
 	}
 	if h.cfg.SigningSecret == "" {
@@ -115,9 +112,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "invalid signature", http.StatusUnauthorized)
 		return
 	}
-	body, err := readBody(w, r)
-	if err != nil {
-		http.Error(w, "body too large or unreadable", http.StatusRequestEntityTooLarge)
+	body, ok := chat.ReadBody(w, r, MaxBodyBytes)
+	if !ok {
 		return
 	}
 	if err := Verify(h.cfg.SigningSecret, r.Header, body, h.cfg.Now()); err != nil {
@@ -148,24 +144,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(ack)
-}
-
-// readBody reads the request body, at most MaxBodyBytes. Memory follows
-// the bytes that arrive, not the length a request declares: a declared
-// length is trusted up to 4 KiB (a Slack event is a few KiB), so a
-// connection that declares a large body and sends none holds 4 KiB.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-	if r.ContentLength > MaxBodyBytes {
-		_ = body.Close()
-		return nil, &http.MaxBytesError{Limit: MaxBodyBytes}
-	}
-	var b bytes.Buffer
-	b.Grow(int(min(max(r.ContentLength, 512), 4<<10)))
-	if _, err := b.ReadFrom(body); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
 }
 
 // Dispatch acts on a verified, parsed request, whichever way it arrived

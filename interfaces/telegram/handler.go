@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 
@@ -84,9 +83,7 @@ func (h *Handler) Start(ctx context.Context) error { return h.inbox.Run(ctx) }
 
 // ServeHTTP serves POST /telegram/webhook.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+	if !chat.PostOnly(w, r) {
 		return
 	}
 	got := r.Header.Get(SecretHeader)
@@ -95,9 +92,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "invalid secret token", http.StatusUnauthorized)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	if err != nil {
-		http.Error(w, "body too large or unreadable", http.StatusRequestEntityTooLarge)
+	body, ok := chat.ReadBody(w, r, MaxBodyBytes)
+	if !ok {
 		return
 	}
 	var u models.Update
