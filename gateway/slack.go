@@ -63,11 +63,10 @@ func newSlack(ctx context.Context, cfg *config.Config, db storeDB, nodeID string
 	log.Info("slack enabled", "team", who.TeamID, "bot_user", who.UserID, "socket_mode", appToken != "")
 	sw := &slackWiring{notifier: notifier, newHandler: func(eng *core.Engine, aps slack.Decider, rt slack.RoutineRunner, blobs core.Blobs) (*slack.Handler, error) {
 		return slack.NewHandler(slack.HandlerConfig{
-			Blobs:         blobs,
+			Intake:        ichat.Intake{Blobs: blobs, Engine: eng, Logger: log, Inbox: db, NodeID: nodeID, DefaultAgent: sc.DefaultAgent},
 			Interact:      slack.InteractConfig{Approvals: aps, Store: db, Client: client, Routines: rt, Command: sc.CommandName()},
-			SigningSecret: secret, Engine: eng, Sessions: db, Logger: log, Inbox: db, NodeID: nodeID,
-			Parser:       slack.Parser{BotUserID: who.UserID, BotID: who.BotID},
-			DefaultAgent: sc.DefaultAgent, Channels: sc.Channels,
+			SigningSecret: secret, Sessions: db,
+			Parser: slack.Parser{BotUserID: who.UserID, BotID: who.BotID}, Channels: sc.Channels,
 			ThreadFollowUps: sc.ThreadFollowUps(), IgnoreBots: sc.IgnoresBots(),
 		})
 	}}

@@ -70,10 +70,9 @@ func newTelegram(ctx context.Context, cfg *config.Config, db storeDB, nodeID str
 	tw := &telegramWiring{notifier: notifier, webhook: secret != ""}
 	tw.newHandler = func(eng *core.Engine, aps ichat.Decider, rt ichat.RoutineRunner, blobs core.Blobs) (*telegram.Handler, error) {
 		return telegram.NewHandler(telegram.HandlerConfig{
-			Blobs:         blobs,
-			WebhookSecret: secret, Engine: eng, Inbox: db, Outbox: db, Client: client, Approvals: aps, Store: db, Routines: rt,
-			Parser:       telegram.Parser{BotID: me.ID, BotUsername: me.Username, GroupMode: tc.Mode()},
-			DefaultAgent: tc.DefaultAgent, Chats: tc.Chats, NodeID: nodeID, Clock: clock, Logger: log,
+			Intake:        ichat.Intake{Blobs: blobs, Engine: eng, Inbox: db, DefaultAgent: tc.DefaultAgent, NodeID: nodeID, Clock: clock, Logger: log},
+			WebhookSecret: secret, Outbox: db, Client: client, Approvals: aps, Store: db, Routines: rt,
+			Parser: telegram.Parser{BotID: me.ID, BotUsername: me.Username, GroupMode: tc.Mode()}, Chats: tc.Chats,
 		})
 	}
 	tw.services = func(h *telegram.Handler) []func(context.Context) error {

@@ -19,6 +19,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/agentgate/agentgate/core/lease/leasetest"
+	"github.com/agentgate/agentgate/interfaces/chat"
 	"github.com/agentgate/agentgate/interfaces/discord"
 	"github.com/agentgate/agentgate/interfaces/discord/discordtest"
 )
@@ -38,9 +39,10 @@ func fuzzHandler(f *testing.F, publicKey string) (*discord.Handler, *recordSubmi
 	fake.AddThread(thread, channel)
 	runs := &recordSubmitter{}
 	h, err := discord.NewHandler(discord.HandlerConfig{
+		Intake:    chat.Intake{Engine: runs, DefaultAgent: "ops", Logger: log, Clock: fuzzClock, Inbox: testInbox(f)},
 		PublicKey: publicKey, ApplicationID: discordtest.AppID, BotUserID: discordtest.BotID,
-		Client: client, Engine: runs, Sessions: nil0{}, DefaultAgent: "ops", Channels: map[string]string{channel: "deployer"},
-		ThreadFollowUps: true, IgnoreBots: true, Logger: log, Clock: fuzzClock, Inbox: testInbox(f),
+		Client: client, Sessions: nil0{}, Channels: map[string]string{channel: "deployer"},
+		ThreadFollowUps: true, IgnoreBots: true,
 	})
 	if err != nil {
 		f.Fatal(err)

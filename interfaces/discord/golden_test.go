@@ -137,7 +137,7 @@ func FuzzInteraction(f *testing.F) {
 	f.Add([]byte(`{"type":5,"data":{"custom_id":"agentgate:deny:apr_1","components":[{"type":1,"components":[{"type":4,"custom_id":"reason","value":"no"}]}]},"member":{"user":{"id":"1"}},"message":{"id":"9"}}`))
 	f.Add([]byte(`{"type":5,"data":{"custom_id":"agentgate:deny:apr_1","components":[{"type":4,"custom_id":"reason"}]}}`))
 	f.Add([]byte(`{"type":5,"data":{"components":7}}`))
-	h, err := discord.NewHandler(discord.HandlerConfig{Client: mustClient(f), Engine: &recordSubmitter{}, Sessions: nil0{}, DefaultAgent: "ops", Inbox: testInbox(f)})
+	h, err := discord.NewHandler(discord.HandlerConfig{Intake: chat.Intake{Engine: &recordSubmitter{}, DefaultAgent: "ops", Inbox: testInbox(f)}, Client: mustClient(f), Sessions: nil0{}})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -189,8 +189,9 @@ func TestClientAPIURL(t *testing.T) {
 // HTTP request is refused, however signed.
 func TestInteractionsOverHTTPOff(t *testing.T) {
 	t.Parallel()
-	h, err := discord.NewHandler(discord.HandlerConfig{Client: mustClient(t), Engine: &recordSubmitter{}, Sessions: nil0{}, DefaultAgent: "ops",
-		Inbox: testInbox(t)})
+	h, err := discord.NewHandler(discord.HandlerConfig{
+		Intake: chat.Intake{Engine: &recordSubmitter{}, DefaultAgent: "ops", Inbox: testInbox(t)}, Client: mustClient(t), Sessions: nil0{},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,8 +201,10 @@ func TestInteractionsOverHTTPOff(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("PING without a public key: %v %v, want 401", resp.Status, err)
 	}
-	if _, err := discord.NewHandler(discord.HandlerConfig{PublicKey: "nothex", Client: mustClient(t), Engine: &recordSubmitter{},
-		Sessions: nil0{}, DefaultAgent: "ops", Inbox: testInbox(t)}); err == nil || !strings.Contains(err.Error(), "DISCORD_PUBLIC_KEY") {
+	if _, err := discord.NewHandler(discord.HandlerConfig{
+		Intake: chat.Intake{Engine: &recordSubmitter{}, DefaultAgent: "ops", Inbox: testInbox(t)}, PublicKey: "nothex", Client: mustClient(t),
+		Sessions: nil0{},
+	}); err == nil || !strings.Contains(err.Error(), "DISCORD_PUBLIC_KEY") {
 		t.Errorf("a malformed public key: %v", err)
 	}
 }
@@ -237,8 +240,10 @@ func (b noRead) Read([]byte) (int, error) {
 func TestInteractionHeadersCheckedFirst(t *testing.T) {
 	t.Parallel()
 	key := discordtest.NewKey()
-	h, err := discord.NewHandler(discord.HandlerConfig{PublicKey: key.PublicHex(), Client: mustClient(t), Engine: &recordSubmitter{},
-		Sessions: nil0{}, DefaultAgent: "ops", Inbox: testInbox(t)})
+	h, err := discord.NewHandler(discord.HandlerConfig{
+		Intake: chat.Intake{Engine: &recordSubmitter{}, DefaultAgent: "ops", Inbox: testInbox(t)}, PublicKey: key.PublicHex(), Client: mustClient(t),
+		Sessions: nil0{},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

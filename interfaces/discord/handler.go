@@ -33,10 +33,10 @@ type HandlerConfig struct {
 	// BotUserID is the bot's user id, to tell its mentions and messages.
 	BotUserID string
 	Client    *Client       // required
-	Engine    Submitter     // required
 	Sessions  SessionGetter // required
-	// DefaultAgent answers in channels not in Channels. Required.
-	DefaultAgent string
+	// Engine, Inbox, DefaultAgent (for channels not in Channels), Blobs,
+	// NodeID, Clock, Logger.
+	chat.Intake
 	// Channels routes a channel id (a thread's parent channel) to an agent.
 	Channels map[string]string
 	// ThreadFollowUps: a message without a mention in a thread the bot has a
@@ -47,19 +47,6 @@ type HandlerConfig struct {
 	IgnoreBots bool
 	// Interact serves approval clicks and application commands.
 	Interact InteractConfig
-	// Blobs keeps the files people attach for the bot; nil: the agent
-	// only reads their names. Files over MaxFileBytes (default
-	// chat.DefaultMaxFileBytes) are not stored.
-	Blobs        core.Blobs
-	MaxFileBytes int64
-	// Inbox is where messages for the bot are stored before they are
-	// accepted (required; a redelivery is stored once); Start's processor
-	// starts their runs.
-	Inbox core.Inbox
-	// NodeID names this node in inbox claims; default "local".
-	NodeID string
-	Clock  core.Clock
-	Logger *slog.Logger
 }
 
 // Handler turns Discord messages and interactions into runs, decisions and
@@ -77,13 +64,12 @@ type Handler struct {
 
 // NewHandler checks cfg and returns the handler.
 func NewHandler(cfg HandlerConfig) (*Handler, error) {
-	switch {
-	case cfg.Engine == nil || cfg.Sessions == nil || cfg.Client == nil || cfg.Inbox == nil:
-		return nil, errors.New("discord: the handler needs an engine, a session store, an inbox and a client")
-	case cfg.DefaultAgent == "":
-		return nil, errors.New("discord: the handler needs a default agent")
+	if err := cfg.Check(chat.PlatformDiscord); err != nil {
+		return nil, err
 	}
-	chat.Defaults(&cfg.Clock, &cfg.Logger)
+	if cfg.Sessions == nil || cfg.Client == nil {
+		return nil, errors.New("discord: the handler needs a session store and a client")
+	}
 	h := &Handler{cfg: cfg, log: cfg.Logger, channels: chat.NewCache[string, channelInfo](maxChannels)}
 	if cfg.PublicKey != "" {
 		k, err := ParsePublicKey(cfg.PublicKey)
@@ -93,8 +79,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		h.key = k
 	}
 	var err error
-	h.inbox, err = chat.NewInbox(chat.InboxConfig{Inbox: cfg.Inbox, Platform: chat.PlatformDiscord, Owner: cfg.NodeID, Clock: cfg.Clock,
-		Logger: h.log, Handle: chat.Entries(chat.PlatformDiscord, h.start)})
+	h.inbox, err = chat.NewIntakeInbox(cfg.Intake, chat.PlatformDiscord, h.start)
 	return h, err
 }
 
@@ -225,12 +210,11 @@ func (h *Handler) start(ctx context.Context, key string, e inboxEntry) error {
 			return err
 		}
 	}
-	files := chat.Files{Blobs: h.cfg.Blobs, Fetcher: chat.FetchRef(h.cfg.Client.Download), Max: h.cfg.MaxFileBytes, Logger: h.log,
-		TooLarge: func(ctx context.Context, text string) {
-			if _, err := h.cfg.Client.Post(ctx, in.Channel, Message{Content: escape(text)}); err != nil {
-				h.log.Warn("discord: telling of a file too large", "channel", in.Channel, "err", err)
-			}
-		}}
+	files := h.cfg.Files(chat.FetchRef(h.cfg.Client.Download), func(ctx context.Context, text string) {
+		if _, err := h.cfg.Client.Post(ctx, in.Channel, Message{Content: escape(text)}); err != nil {
+			h.log.Warn("discord: telling of a file too large", "channel", in.Channel, "err", err)
+		}
+	})
 	return chat.Start(ctx, h.cfg.Engine, files, agent, sid, key, in, core.Binding{Workspace: in.Workspace, Channel: in.Channel})
 }
 

@@ -94,9 +94,10 @@ func newEnv(t *testing.T) *env {
 	// Cards: a click counts only from the card the notifier posted (outbox).
 	e.aps = approval.New(approval.Config{Store: db, Logger: log, Cards: db})
 	e.h, err = discord.NewHandler(discord.HandlerConfig{
+		Intake:    chat.Intake{Engine: e.runs, DefaultAgent: "ops", Logger: log, Inbox: db},
 		PublicKey: e.key.PublicHex(), ApplicationID: discordtest.AppID, BotUserID: discordtest.BotID,
-		Client: e.client, Engine: e.runs, Sessions: db, DefaultAgent: "ops", Channels: map[string]string{channel: "deployer"},
-		ThreadFollowUps: true, IgnoreBots: true, Logger: log, Inbox: db,
+		Client: e.client, Sessions: db, Channels: map[string]string{channel: "deployer"},
+		ThreadFollowUps: true, IgnoreBots: true,
 		Interact: discord.InteractConfig{Approvals: e.aps, Store: db, Routines: e.routines},
 	})
 	if err != nil {

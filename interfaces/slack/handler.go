@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/interfaces/chat"
@@ -30,11 +29,13 @@ type HandlerConfig struct {
 	// refused.
 	SigningSecret string
 	// Parser knows the bot's ids, to tell its own messages and mentions.
-	Parser   Parser
-	Engine   Submitter     // required
+	Parser Parser
+	// Engine, Inbox (concurrent requests stored in one transaction, the
+	// app_mention + message pair of one post once), DefaultAgent (for
+	// channels not in Channels), Blobs (files downloaded with
+	// Interact.Client), NodeID, Clock (also the signature's time window).
+	chat.Intake
 	Sessions SessionGetter // required
-	// DefaultAgent answers in channels not in Channels. Required.
-	DefaultAgent string
 	// Channels routes a channel id to an agent.
 	Channels map[string]string
 	// ThreadFollowUps: a message without a mention in a thread the bot
@@ -43,25 +44,8 @@ type HandlerConfig struct {
 	// IgnoreBots drops messages of other bots (the bot's own are always
 	// dropped).
 	IgnoreBots bool
-	Logger     *slog.Logger
 	// Interact serves approval clicks and slash commands (interact.go).
 	Interact InteractConfig
-	// Blobs keeps the files people share with the bot (downloaded with
-	// Interact.Client); nil: the agent only reads their names. Files over
-	// MaxFileBytes (default chat.DefaultMaxFileBytes) are not stored.
-	Blobs        core.Blobs
-	MaxFileBytes int64
-	// Inbox is where messages for the bot are stored before they are
-	// acknowledged (required): concurrent requests in one transaction,
-	// retries and the app_mention + message pair of one post stored once;
-	// Start's processor starts their runs afterwards.
-	Inbox core.Inbox
-	// NodeID names this node in inbox claims (AGENTGATE_NODE_ID); a
-	// restarted node that keeps its name takes its claimed messages back at
-	// once. Default "local".
-	NodeID string
-	// Now is the clock for the signature's time window; default time.Now.
-	Now func() time.Time
 }
 
 // Handler serves POST /slack/events: it verifies the request, stores a
@@ -77,22 +61,17 @@ type Handler struct {
 
 // NewHandler checks cfg and returns the handler.
 func NewHandler(cfg HandlerConfig) (*Handler, error) {
-	switch {
-	case cfg.Engine == nil || cfg.Sessions == nil || cfg.Inbox == nil:
-		return nil, errors.New("slack: handler needs an engine, a session store and an inbox")
-	case cfg.DefaultAgent == "":
-		return nil, errors.New("slack: handler needs a default agent")
+	if err := cfg.Check(chat.PlatformSlack); err != nil {
+		return nil, err
 	}
-	chat.Defaults(nil, &cfg.Logger)
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Sessions == nil {
+		return nil, errors.New("slack: the handler needs a session store")
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger}
 	var err error
-	h.inbox, err = chat.NewInbox(chat.InboxConfig{Inbox: cfg.Inbox, Platform: chat.PlatformSlack, Owner: cfg.NodeID, Logger: h.log,
-		Handle: chat.Entries(chat.PlatformSlack, func(ctx context.Context, key string, e inboxEntry) error {
-			return h.start(ctx, key, e.Message)
-		})})
+	h.inbox, err = chat.NewIntakeInbox(cfg.Intake, chat.PlatformSlack, func(ctx context.Context, key string, e inboxEntry) error {
+		return h.start(ctx, key, e.Message)
+	})
 	return h, err
 }
 
@@ -107,7 +86,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The headers are checked before a byte of the body is read, so an
 	// unsigned request costs no more than its headers.
-	if err := CheckHeaders(r.Header, h.cfg.Now()); err != nil {
+	if err := CheckHeaders(r.Header, h.cfg.Clock.Now()); err != nil {
 		h.log.Warn("slack request rejected", "err", err)
 		http.Error(w, "invalid signature", http.StatusUnauthorized)
 		return
@@ -116,7 +95,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := Verify(h.cfg.SigningSecret, r.Header, body, h.cfg.Now()); err != nil {
+	if err := Verify(h.cfg.SigningSecret, r.Header, body, h.cfg.Clock.Now()); err != nil {
 		h.log.Warn("slack request rejected", "err", err)
 		http.Error(w, "invalid signature", http.StatusUnauthorized)
 		return
@@ -194,12 +173,11 @@ func (h *Handler) start(ctx context.Context, key string, in chat.Inbound) error 
 // files fetches the files shared with in with the bot's token; the sharer
 // alone is told of one too large.
 func (h *Handler) files(in chat.Inbound) chat.Files {
-	f := chat.Files{Blobs: h.cfg.Blobs, Max: h.cfg.MaxFileBytes, Logger: h.log,
-		TooLarge: func(_ context.Context, text string) { h.tell(in.Channel, in.Thread, in.UserID, escapeMrkdwn(text)) }}
+	var fetch chat.Fetcher
 	if c := h.cfg.Interact.Client; c != nil {
-		f.Fetcher = chat.FetchRef(c.Download)
+		fetch = chat.FetchRef(c.Download)
 	}
-	return f
+	return h.cfg.Files(fetch, func(_ context.Context, text string) { h.tell(in.Channel, in.Thread, in.UserID, escapeMrkdwn(text)) })
 }
 
 // SessionID is the session of a Slack message (chat.SessionID).

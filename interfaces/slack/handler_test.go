@@ -79,9 +79,9 @@ func newGateway(t *testing.T, opts ...func(*slack.HandlerConfig)) *gateway {
 	wg.Go(func() { _ = eng.Start(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	cfg := slack.HandlerConfig{
-		SigningSecret: secret, Engine: eng, Sessions: db, Logger: log, Inbox: db,
-		Parser:       slack.Parser{BotUserID: slacktest.DefaultUserID, BotID: slacktest.DefaultBotID},
-		DefaultAgent: "helper", Channels: map[string]string{"COPS": "ops", "CGONE": "gone"},
+		Intake:        chat.Intake{Engine: eng, Logger: log, Inbox: db, DefaultAgent: "helper"},
+		SigningSecret: secret, Sessions: db,
+		Parser: slack.Parser{BotUserID: slacktest.DefaultUserID, BotID: slacktest.DefaultBotID}, Channels: map[string]string{"COPS": "ops", "CGONE": "gone"},
 		ThreadFollowUps: true, IgnoreBots: true,
 	}
 	for _, o := range opts {

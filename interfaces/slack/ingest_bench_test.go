@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
 	"github.com/agentgate/agentgate/interfaces/slack"
 	"github.com/agentgate/agentgate/interfaces/slack/slacktest"
 	"github.com/agentgate/agentgate/store/sqlite"
@@ -38,9 +39,9 @@ func BenchmarkIngest(b *testing.B) {
 		b.Fatal(err)
 	}
 	h, err := slack.NewHandler(slack.HandlerConfig{
-		SigningSecret: secret, Engine: eng, Sessions: db, Logger: log, Inbox: db,
-		Parser:       slack.Parser{BotUserID: slacktest.DefaultUserID, BotID: slacktest.DefaultBotID},
-		DefaultAgent: "helper",
+		Intake:        chat.Intake{Engine: eng, Logger: log, Inbox: db, DefaultAgent: "helper"},
+		SigningSecret: secret, Sessions: db,
+		Parser: slack.Parser{BotUserID: slacktest.DefaultUserID, BotID: slacktest.DefaultBotID},
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/interfaces/chat"
 	"github.com/agentgate/agentgate/interfaces/slack"
 	"github.com/agentgate/agentgate/interfaces/slack/slacktest"
 	"github.com/agentgate/agentgate/store/sqlite"
@@ -87,8 +88,9 @@ func handlerWith(t *testing.T, gate func(msgs []core.InboxMessage) error) *slack
 	}
 	t.Cleanup(func() { db.Close() })
 	eng := fakeEngine{func(context.Context, core.SubmitRequest) (core.Run, error) { return core.Run{ID: "run_1"}, nil }}
-	h, err := slack.NewHandler(slack.HandlerConfig{SigningSecret: secret, Engine: eng, Sessions: noSessions{},
-		Inbox: gatedInbox{db, gate}, Parser: testdataParser, DefaultAgent: "helper"})
+	h, err := slack.NewHandler(slack.HandlerConfig{
+		Intake: chat.Intake{Engine: eng, Inbox: gatedInbox{db, gate}, DefaultAgent: "helper"}, SigningSecret: secret, Sessions: noSessions{}, Parser: testdataParser,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,27 +28,18 @@ type HandlerConfig struct {
 	// refused.
 	WebhookSecret string
 	Parser        Parser
-	Engine        chat.Submitter      // required
-	Inbox         core.Inbox          // required: updates are stored before they are acknowledged
-	Client        *Client             // required: answers commands and clicks
-	Outbox        core.Outbox         // required: command answers are posted once
-	Approvals     chat.Decider        // clicks are ignored without it
-	Store         chat.ApprovalLister // with Approvals
-	Routines      chat.RoutineRunner  // /run and /routines answer "not available" without it
-	// DefaultAgent answers in chats not in Chats. Required.
-	DefaultAgent string
+	// Engine, Inbox (updates are stored before they are acknowledged),
+	// DefaultAgent (for chats not in Chats), Blobs (photos and documents;
+	// MaxFileBytes defaults to the most the Bot API lets a bot download),
+	// NodeID, Clock, Logger.
+	chat.Intake
+	Client    *Client             // required: answers commands and clicks
+	Outbox    core.Outbox         // required: command answers are posted once
+	Approvals chat.Decider        // clicks are ignored without it
+	Store     chat.ApprovalLister // with Approvals
+	Routines  chat.RoutineRunner  // /run and /routines answer "not available" without it
 	// Chats routes a chat id to an agent.
 	Chats map[string]string
-	// Blobs keeps the photos and documents people send the bot; nil: the
-	// agent only reads their names. Files over MaxFileBytes (default
-	// chat.DefaultMaxFileBytes, the most the Bot API lets a bot download)
-	// are not stored.
-	Blobs        core.Blobs
-	MaxFileBytes int64
-	// NodeID names this node in inbox claims. Default "local".
-	NodeID string
-	Clock  core.Clock
-	Logger *slog.Logger
 }
 
 // Handler takes Telegram updates, from the webhook (ServeHTTP) or the
@@ -63,17 +54,15 @@ type Handler struct {
 
 // NewHandler checks cfg and returns the handler.
 func NewHandler(cfg HandlerConfig) (*Handler, error) {
-	switch {
-	case cfg.Engine == nil || cfg.Inbox == nil || cfg.Client == nil || cfg.Outbox == nil:
-		return nil, errors.New("telegram: handler needs an engine, an inbox, an outbox and a client")
-	case cfg.DefaultAgent == "":
-		return nil, errors.New("telegram: handler needs a default agent")
+	if err := cfg.Check(chat.PlatformTelegram); err != nil {
+		return nil, err
 	}
-	chat.Defaults(&cfg.Clock, &cfg.Logger)
+	if cfg.Client == nil || cfg.Outbox == nil {
+		return nil, errors.New("telegram: the handler needs a client and an outbox")
+	}
 	h := &Handler{cfg: cfg, log: cfg.Logger}
 	var err error
-	h.inbox, err = chat.NewInbox(chat.InboxConfig{Inbox: cfg.Inbox, Platform: chat.PlatformTelegram, Owner: cfg.NodeID,
-		Clock: cfg.Clock, Logger: h.log, Handle: chat.Entries(chat.PlatformTelegram, h.process)})
+	h.inbox, err = chat.NewIntakeInbox(cfg.Intake, chat.PlatformTelegram, h.process)
 	return h, err
 }
 
@@ -165,12 +154,11 @@ func (h *Handler) start(ctx context.Context, key string, in chat.Inbound) error 
 	if err != nil {
 		return err
 	}
-	files := chat.Files{Blobs: h.cfg.Blobs, Fetcher: chat.FetchRef(h.cfg.Client.Download), Max: h.cfg.MaxFileBytes, Logger: h.log,
-		TooLarge: func(ctx context.Context, text string) {
-			if err := h.tell(ctx, "telegram:"+key+":too-large", in.Channel, in.Thread, Escape(text)); err != nil {
-				h.log.Warn("telegram: telling of a file too large", "chat", in.Channel, "err", err)
-			}
-		}}
+	files := h.cfg.Files(chat.FetchRef(h.cfg.Client.Download), func(ctx context.Context, text string) {
+		if err := h.tell(ctx, "telegram:"+key+":too-large", in.Channel, in.Thread, Escape(text)); err != nil {
+			h.log.Warn("telegram: telling of a file too large", "chat", in.Channel, "err", err)
+		}
+	})
 	return chat.Start(ctx, h.cfg.Engine, files, agent, sid, key, in, core.Binding{Channel: in.Channel, Thread: in.Thread})
 }
 

@@ -170,10 +170,10 @@ func newEnv(t *testing.T, groupMode string, liveInterval ...time.Duration) *env 
 	// Cards: a click counts only from the card the notifier posted (outbox).
 	aps := approval.New(approval.Config{Store: db, Logger: log, Cards: db})
 	e.h, err = telegram.NewHandler(telegram.HandlerConfig{
-		WebhookSecret: secret, Engine: eng, Inbox: db, Outbox: db, Client: e.client, Logger: log,
+		Intake:        chat.Intake{Engine: eng, Inbox: db, Logger: log, DefaultAgent: "helper"},
+		WebhookSecret: secret, Outbox: db, Client: e.client,
 		Parser:    telegram.Parser{BotID: me.ID, BotUsername: me.Username, GroupMode: groupMode},
-		Approvals: aps, Store: db, Routines: e.routines,
-		DefaultAgent: "helper", Chats: map[string]string{fmt.Sprint(groupID): "ops", "5550003": "slow"},
+		Approvals: aps, Store: db, Routines: e.routines, Chats: map[string]string{fmt.Sprint(groupID): "ops", "5550003": "slow"},
 	})
 	if err != nil {
 		t.Fatal(err)
