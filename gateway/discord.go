@@ -64,8 +64,9 @@ func newDiscord(ctx context.Context, cfg *config.Config, db storeDB, nodeID stri
 	log.Info("discord enabled", "bot_user", me.ID, "interactions_over_http", pub != "")
 	return &discordWiring{notifier: notifier, newHandler: func(eng *core.Engine, aps discord.Decider, rt discord.RoutineRunner, blobs core.Blobs) (*discord.Handler, error) {
 		return discord.NewHandler(discord.HandlerConfig{
+			Threads:   ichat.Threads{Sessions: db, Channels: dc.Channels, ThreadFollowUps: dc.ThreadFollowUps(), IgnoreBots: dc.IgnoresBots()},
 			Intake:    ichat.Intake{Blobs: blobs, Engine: eng, DefaultAgent: dc.DefaultAgent, Inbox: db, NodeID: nodeID, Clock: clock, Logger: log},
-			PublicKey: pub, ApplicationID: appID, BotUserID: me.ID, Client: client, Sessions: db, Channels: dc.Channels, ThreadFollowUps: dc.ThreadFollowUps(), IgnoreBots: dc.IgnoresBots(),
+			PublicKey: pub, ApplicationID: appID, BotUserID: me.ID, Client: client,
 			Interact: discord.InteractConfig{Approvals: aps, Store: db, Routines: rt},
 		})
 	}}, nil

@@ -63,11 +63,11 @@ func newSlack(ctx context.Context, cfg *config.Config, db storeDB, nodeID string
 	log.Info("slack enabled", "team", who.TeamID, "bot_user", who.UserID, "socket_mode", appToken != "")
 	sw := &slackWiring{notifier: notifier, newHandler: func(eng *core.Engine, aps slack.Decider, rt slack.RoutineRunner, blobs core.Blobs) (*slack.Handler, error) {
 		return slack.NewHandler(slack.HandlerConfig{
+			Threads:       ichat.Threads{Sessions: db, Channels: sc.Channels, ThreadFollowUps: sc.ThreadFollowUps(), IgnoreBots: sc.IgnoresBots()},
 			Intake:        ichat.Intake{Blobs: blobs, Engine: eng, Logger: log, Inbox: db, NodeID: nodeID, DefaultAgent: sc.DefaultAgent},
 			Interact:      slack.InteractConfig{Approvals: aps, Store: db, Client: client, Routines: rt, Command: sc.CommandName()},
-			SigningSecret: secret, Sessions: db,
-			Parser: slack.Parser{BotUserID: who.UserID, BotID: who.BotID}, Channels: sc.Channels,
-			ThreadFollowUps: sc.ThreadFollowUps(), IgnoreBots: sc.IgnoresBots(),
+			SigningSecret: secret,
+			Parser:        slack.Parser{BotUserID: who.UserID, BotID: who.BotID},
 		})
 	}}
 	if appToken != "" {

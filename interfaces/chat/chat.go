@@ -168,18 +168,33 @@ func SessionID(agent string, in Inbound) string {
 	return in.Platform + "_" + hex.EncodeToString(sum[:16])
 }
 
-// Route picks the agent of a message — routes[place] (a channel,
-// a thread's parent) when set, else def — and its session. A message that
+// Threads configures a platform whose conversations are threads in
+// channels (Slack, Discord).
+type Threads struct {
+	Sessions SessionGetter // required
+	// Channels routes a channel id (on Discord a thread's parent channel)
+	// to an agent.
+	Channels map[string]string
+	// ThreadFollowUps: a message without a mention in a thread the bot
+	// already has a session for continues that session.
+	ThreadFollowUps bool
+	// IgnoreBots drops messages of other bots (the bot's own are always
+	// dropped).
+	IgnoreBots bool
+}
+
+// Route picks the agent of a message — Channels[place] (a channel, a
+// thread's parent) when set, else def — and its session. A message that
 // neither mentions the bot nor is direct continues a thread only where the
 // bot already has that session: elsewhere it is skipped (ErrInboxSkip).
-func Route(ctx context.Context, sessions SessionGetter, routes map[string]string, place, def string, in Inbound) (agent, session string, err error) {
+func (t Threads) Route(ctx context.Context, place, def string, in Inbound) (agent, session string, err error) {
 	agent = def
-	if a, ok := routes[place]; ok {
+	if a, ok := t.Channels[place]; ok {
 		agent = a
 	}
 	session = SessionID(agent, in)
 	if !in.Mentioned && !in.DirectMessage {
-		if _, err := sessions.GetSession(ctx, session); errors.Is(err, core.ErrNotFound) {
+		if _, err := t.Sessions.GetSession(ctx, session); errors.Is(err, core.ErrNotFound) {
 			return "", "", fmt.Errorf("a thread the bot is not part of: %w", core.ErrInboxSkip)
 		} else if err != nil {
 			return "", "", err

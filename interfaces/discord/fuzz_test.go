@@ -39,10 +39,10 @@ func fuzzHandler(f *testing.F, publicKey string) (*discord.Handler, *recordSubmi
 	fake.AddThread(thread, channel)
 	runs := &recordSubmitter{}
 	h, err := discord.NewHandler(discord.HandlerConfig{
+		Threads:   chat.Threads{Sessions: nil0{}, Channels: map[string]string{channel: "deployer"}, ThreadFollowUps: true, IgnoreBots: true},
 		Intake:    chat.Intake{Engine: runs, DefaultAgent: "ops", Logger: log, Clock: fuzzClock, Inbox: testInbox(f)},
 		PublicKey: publicKey, ApplicationID: discordtest.AppID, BotUserID: discordtest.BotID,
-		Client: client, Sessions: nil0{}, Channels: map[string]string{channel: "deployer"},
-		ThreadFollowUps: true, IgnoreBots: true,
+		Client: client,
 	})
 	if err != nil {
 		f.Fatal(err)

@@ -137,7 +137,7 @@ func FuzzInteraction(f *testing.F) {
 	f.Add([]byte(`{"type":5,"data":{"custom_id":"agentgate:deny:apr_1","components":[{"type":1,"components":[{"type":4,"custom_id":"reason","value":"no"}]}]},"member":{"user":{"id":"1"}},"message":{"id":"9"}}`))
 	f.Add([]byte(`{"type":5,"data":{"custom_id":"agentgate:deny:apr_1","components":[{"type":4,"custom_id":"reason"}]}}`))
 	f.Add([]byte(`{"type":5,"data":{"components":7}}`))
-	h, err := discord.NewHandler(discord.HandlerConfig{Intake: chat.Intake{Engine: &recordSubmitter{}, DefaultAgent: "ops", Inbox: testInbox(f)}, Client: mustClient(f), Sessions: nil0{}})
+	h, err := discord.NewHandler(discord.HandlerConfig{Threads: chat.Threads{Sessions: nil0{}}, Intake: chat.Intake{Engine: &recordSubmitter{}, DefaultAgent: "ops", Inbox: testInbox(f)}, Client: mustClient(f)})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -190,7 +190,8 @@ func TestClientAPIURL(t *testing.T) {
 func TestInteractionsOverHTTPOff(t *testing.T) {
 	t.Parallel()
 	h, err := discord.NewHandler(discord.HandlerConfig{
-		Intake: chat.Intake{Engine: &recordSubmitter{}, DefaultAgent: "ops", Inbox: testInbox(t)}, Client: mustClient(t), Sessions: nil0{},
+		Threads: chat.Threads{Sessions: nil0{}},
+		Intake:  chat.Intake{Engine: &recordSubmitter{}, DefaultAgent: "ops", Inbox: testInbox(t)}, Client: mustClient(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -202,8 +203,8 @@ func TestInteractionsOverHTTPOff(t *testing.T) {
 		t.Errorf("PING without a public key: %v %v, want 401", resp.Status, err)
 	}
 	if _, err := discord.NewHandler(discord.HandlerConfig{
-		Intake: chat.Intake{Engine: &recordSubmitter{}, DefaultAgent: "ops", Inbox: testInbox(t)}, PublicKey: "nothex", Client: mustClient(t),
-		Sessions: nil0{},
+		Threads: chat.Threads{Sessions: nil0{}},
+		Intake:  chat.Intake{Engine: &recordSubmitter{}, DefaultAgent: "ops", Inbox: testInbox(t)}, PublicKey: "nothex", Client: mustClient(t),
 	}); err == nil || !strings.Contains(err.Error(), "DISCORD_PUBLIC_KEY") {
 		t.Errorf("a malformed public key: %v", err)
 	}
@@ -241,8 +242,8 @@ func TestInteractionHeadersCheckedFirst(t *testing.T) {
 	t.Parallel()
 	key := discordtest.NewKey()
 	h, err := discord.NewHandler(discord.HandlerConfig{
-		Intake: chat.Intake{Engine: &recordSubmitter{}, DefaultAgent: "ops", Inbox: testInbox(t)}, PublicKey: key.PublicHex(), Client: mustClient(t),
-		Sessions: nil0{},
+		Threads: chat.Threads{Sessions: nil0{}},
+		Intake:  chat.Intake{Engine: &recordSubmitter{}, DefaultAgent: "ops", Inbox: testInbox(t)}, PublicKey: key.PublicHex(), Client: mustClient(t),
 	})
 	if err != nil {
 		t.Fatal(err)

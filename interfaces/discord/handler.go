@@ -32,19 +32,13 @@ type HandlerConfig struct {
 	ApplicationID string
 	// BotUserID is the bot's user id, to tell its mentions and messages.
 	BotUserID string
-	Client    *Client       // required
-	Sessions  SessionGetter // required
+	Client    *Client // required
 	// Engine, Inbox, DefaultAgent (for channels not in Channels), Blobs,
 	// NodeID, Clock, Logger.
 	chat.Intake
-	// Channels routes a channel id (a thread's parent channel) to an agent.
-	Channels map[string]string
-	// ThreadFollowUps: a message without a mention in a thread the bot has a
-	// session for continues that session.
-	ThreadFollowUps bool
-	// IgnoreBots drops messages of other bots (the bot's own are always
-	// dropped).
-	IgnoreBots bool
+	// Sessions (required), Channels (by a thread's parent channel),
+	// ThreadFollowUps, IgnoreBots.
+	chat.Threads
 	// Interact serves approval clicks and application commands.
 	Interact InteractConfig
 }
@@ -201,7 +195,7 @@ func (h *Handler) channel(ctx context.Context, id string) (channelInfo, error) {
 // InboxHandler's.
 func (h *Handler) start(ctx context.Context, key string, e inboxEntry) error {
 	in := e.Message
-	agent, sid, err := chat.Route(ctx, h.cfg.Sessions, h.cfg.Channels, e.Parent, h.cfg.DefaultAgent, in)
+	agent, sid, err := h.cfg.Route(ctx, e.Parent, h.cfg.DefaultAgent, in)
 	if err != nil {
 		return err
 	}

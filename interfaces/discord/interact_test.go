@@ -94,10 +94,10 @@ func newEnv(t *testing.T) *env {
 	// Cards: a click counts only from the card the notifier posted (outbox).
 	e.aps = approval.New(approval.Config{Store: db, Logger: log, Cards: db})
 	e.h, err = discord.NewHandler(discord.HandlerConfig{
+		Threads:   chat.Threads{Sessions: db, Channels: map[string]string{channel: "deployer"}, ThreadFollowUps: true, IgnoreBots: true},
 		Intake:    chat.Intake{Engine: e.runs, DefaultAgent: "ops", Logger: log, Inbox: db},
 		PublicKey: e.key.PublicHex(), ApplicationID: discordtest.AppID, BotUserID: discordtest.BotID,
-		Client: e.client, Sessions: db, Channels: map[string]string{channel: "deployer"},
-		ThreadFollowUps: true, IgnoreBots: true,
+		Client:   e.client,
 		Interact: discord.InteractConfig{Approvals: e.aps, Store: db, Routines: e.routines},
 	})
 	if err != nil {

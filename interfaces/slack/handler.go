@@ -35,15 +35,8 @@ type HandlerConfig struct {
 	// channels not in Channels), Blobs (files downloaded with
 	// Interact.Client), NodeID, Clock (also the signature's time window).
 	chat.Intake
-	Sessions SessionGetter // required
-	// Channels routes a channel id to an agent.
-	Channels map[string]string
-	// ThreadFollowUps: a message without a mention in a thread the bot
-	// already has a session for continues that session.
-	ThreadFollowUps bool
-	// IgnoreBots drops messages of other bots (the bot's own are always
-	// dropped).
-	IgnoreBots bool
+	// Sessions (required), Channels, ThreadFollowUps, IgnoreBots.
+	chat.Threads
 	// Interact serves approval clicks and slash commands (interact.go).
 	Interact InteractConfig
 }
@@ -163,7 +156,7 @@ func (h *Handler) message(ctx context.Context, req Request) error {
 // as an InboxHandler's: ErrInboxSkip, ErrDuplicate, PermanentError, or
 // another to retry.
 func (h *Handler) start(ctx context.Context, key string, in chat.Inbound) error {
-	agent, sid, err := chat.Route(ctx, h.cfg.Sessions, h.cfg.Channels, in.Channel, h.cfg.DefaultAgent, in)
+	agent, sid, err := h.cfg.Route(ctx, in.Channel, h.cfg.DefaultAgent, in)
 	if err != nil {
 		return err
 	}

@@ -79,10 +79,10 @@ func newGateway(t *testing.T, opts ...func(*slack.HandlerConfig)) *gateway {
 	wg.Go(func() { _ = eng.Start(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	cfg := slack.HandlerConfig{
+		Threads:       chat.Threads{Sessions: db, Channels: map[string]string{"COPS": "ops", "CGONE": "gone"}, ThreadFollowUps: true, IgnoreBots: true},
 		Intake:        chat.Intake{Engine: eng, Logger: log, Inbox: db, DefaultAgent: "helper"},
-		SigningSecret: secret, Sessions: db,
-		Parser: slack.Parser{BotUserID: slacktest.DefaultUserID, BotID: slacktest.DefaultBotID}, Channels: map[string]string{"COPS": "ops", "CGONE": "gone"},
-		ThreadFollowUps: true, IgnoreBots: true,
+		SigningSecret: secret,
+		Parser:        slack.Parser{BotUserID: slacktest.DefaultUserID, BotID: slacktest.DefaultBotID},
 	}
 	for _, o := range opts {
 		o(&cfg)

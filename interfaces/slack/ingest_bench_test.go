@@ -39,9 +39,10 @@ func BenchmarkIngest(b *testing.B) {
 		b.Fatal(err)
 	}
 	h, err := slack.NewHandler(slack.HandlerConfig{
+		Threads:       chat.Threads{Sessions: db},
 		Intake:        chat.Intake{Engine: eng, Logger: log, Inbox: db, DefaultAgent: "helper"},
-		SigningSecret: secret, Sessions: db,
-		Parser: slack.Parser{BotUserID: slacktest.DefaultUserID, BotID: slacktest.DefaultBotID},
+		SigningSecret: secret,
+		Parser:        slack.Parser{BotUserID: slacktest.DefaultUserID, BotID: slacktest.DefaultBotID},
 	})
 	if err != nil {
 		b.Fatal(err)

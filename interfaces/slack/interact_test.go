@@ -78,10 +78,11 @@ func newApprovalsEnv(t *testing.T) *approvalsEnv {
 	// Cards: a click counts only from the card the notifier posted (outbox).
 	e.aps = approval.New(approval.Config{Store: db, Logger: log, Cards: db})
 	e.h, err = slack.NewHandler(slack.HandlerConfig{
+		Threads:       chat.Threads{Sessions: db},
 		Intake:        chat.Intake{Engine: nopSubmitter{}, Inbox: db, Logger: log, DefaultAgent: "ops"},
-		SigningSecret: secret, Sessions: db,
-		Parser:   slack.Parser{BotUserID: slacktest.DefaultUserID, BotID: slacktest.DefaultBotID},
-		Interact: slack.InteractConfig{Approvals: e.aps, Store: db, Client: e.client, Routines: e.routines},
+		SigningSecret: secret,
+		Parser:        slack.Parser{BotUserID: slacktest.DefaultUserID, BotID: slacktest.DefaultBotID},
+		Interact:      slack.InteractConfig{Approvals: e.aps, Store: db, Client: e.client, Routines: e.routines},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -89,7 +89,8 @@ func handlerWith(t *testing.T, gate func(msgs []core.InboxMessage) error) *slack
 	t.Cleanup(func() { db.Close() })
 	eng := fakeEngine{func(context.Context, core.SubmitRequest) (core.Run, error) { return core.Run{ID: "run_1"}, nil }}
 	h, err := slack.NewHandler(slack.HandlerConfig{
-		Intake: chat.Intake{Engine: eng, Inbox: gatedInbox{db, gate}, DefaultAgent: "helper"}, SigningSecret: secret, Sessions: noSessions{}, Parser: testdataParser,
+		Threads: chat.Threads{Sessions: noSessions{}},
+		Intake:  chat.Intake{Engine: eng, Inbox: gatedInbox{db, gate}, DefaultAgent: "helper"}, SigningSecret: secret, Parser: testdataParser,
 	})
 	if err != nil {
 		t.Fatal(err)
