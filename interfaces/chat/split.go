@@ -21,7 +21,7 @@ func Split(text string, max int, width func(rune) int) []string {
 		p, rest := strings.TrimRight(text[:cut], " \n"), text[cut:]
 		if reopen != "" {
 			p += fenceClose
-			if line, after, _ := strings.Cut(rest, "\n"); strings.Trim(line, " `") == "" && strings.Contains(line, "```") {
+			if line, after, _ := strings.Cut(rest, "\n"); isFence(line) {
 				rest = after // the block ends there: closed already
 			} else {
 				rest = reopen + rest
@@ -33,6 +33,14 @@ func Split(text string, max int, width func(rune) int) []string {
 		text = rest
 	}
 	return parts
+}
+
+// isFence reports whether line is a bare fence, backticks alone (three or
+// more) between spaces: a line that closes a code block and holds nothing
+// else.
+func isFence(line string) bool {
+	t := strings.TrimSpace(line)
+	return strings.HasPrefix(t, "```") && strings.Trim(t, "`") == ""
 }
 
 // UTF16 is how many UTF-16 code units r takes: how Slack and Telegram

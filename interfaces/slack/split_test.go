@@ -26,6 +26,8 @@ func TestSplit(t *testing.T) {
 			[]string{"intro\n```\nline1\n```", "```\nline2\nline3\n```", "```\nline4\n```\nend"}},
 		{"a line after the cut that starts like a fence keeps its text", // found by FuzzSplit
 			"``` 0000 ```00000", 16, []string{"``` 0000\n```", "```\n```00000"}},
+		{"and one with a backtick after it", // found by FuzzSplit
+			"``` 00000000``` `", 16, []string{"``` 00000000\n```", "```\n``` `"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
