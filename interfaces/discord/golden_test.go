@@ -264,11 +264,22 @@ func TestInteractionHeadersCheckedFirst(t *testing.T) {
 			t.Errorf("%s: %d %s, want 401", name, w.Code, w.Body)
 		}
 	}
+	// Well-formed fresh headers on a body declared over MaxBodyBytes: 413,
+	// and still not a byte read.
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/discord/interactions", noRead{t})
+	req.ContentLength = discord.MaxBodyBytes + 1
+	req.Header.Set("X-Signature-Ed25519", strings.Repeat("ab", 64))
+	req.Header.Set("X-Signature-Timestamp", strconv.FormatInt(time.Now().Unix(), 10))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body declared over the limit: %d %s, want 413", w.Code, w.Body)
+	}
 	// A replay of a correctly signed interaction captured 6 minutes ago.
 	body := []byte(`{"type":1}`)
-	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/discord/interactions", bytes.NewReader(body))
+	req = httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/discord/interactions", bytes.NewReader(body))
 	key.SignAt(req, body, time.Now().Add(-6*time.Minute))
-	w := httptest.NewRecorder()
+	w = httptest.NewRecorder()
 	h.ServeHTTP(w, req)
 	if w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), "old") {
 		t.Errorf("a replayed interaction: %d %s, want 401 saying it is too old", w.Code, w.Body)

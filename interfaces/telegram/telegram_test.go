@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -232,6 +233,29 @@ func messagesIn(fake *telegramtest.Server, chat int64) []telegramtest.Message {
 		}
 	}
 	return out
+}
+
+// unread is a request body the test fails on reading.
+type unread struct{ t *testing.T }
+
+func (b unread) Read([]byte) (int, error) {
+	b.t.Error("the body of a request declared too large was read")
+	return 0, io.EOF
+}
+
+// A webhook request with the right secret that declares a body over
+// MaxBodyBytes is refused (413) before a byte of it is read.
+func TestWebhookBodyTooLarge(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/telegram/webhook", unread{t})
+	req.ContentLength = telegram.MaxBodyBytes + 1
+	req.Header.Set(telegram.SecretHeader, secret)
+	rec := httptest.NewRecorder()
+	e.h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status = %d, want 413", rec.Code)
+	}
 }
 
 func TestWebhookSecretDedupeAndReply(t *testing.T) {
