@@ -29,6 +29,9 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
+// readers is how many reader connections the store keeps open.
+const readers = 4
+
 // Options configure Open. The zero value is valid.
 type Options struct {
 	// Clock tells the time for queue due-times and leases. Default: system clock.
@@ -119,7 +122,9 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		w.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	r.SetMaxOpenConns(4)
+	r.SetMaxOpenConns(readers)
+	r.SetMaxIdleConns(readers) // a reader closed when idle is opened again (its pragmas, its statements) by the next poll
+	r.SetConnMaxIdleTime(0)
 	ck, err := startCheckpointer(dsn(""))
 	if err != nil {
 		w.Close()

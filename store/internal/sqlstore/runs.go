@@ -467,7 +467,9 @@ func (s Runs) FinishRun(ctx context.Context, id, owner string, f core.Finish) (c
 		f.At = s.D.Now()
 	}
 	var out *core.Run
+	enqueued := false // idle workers are woken only for a job to take
 	err := s.D.RunTx(ctx, func(tx RunTx) error {
+		enqueued = false
 		c, err := tx.Close(ctx, id, "", f.Error, f.At)
 		if err != nil {
 			return err
@@ -492,12 +494,16 @@ func (s Runs) FinishRun(ctx context.Context, id, owner string, f core.Finish) (c
 				return err
 			}
 		}
-		return tx.Enqueue(ctx, append(jobs, f.Jobs...)...)
+		jobs = append(jobs, f.Jobs...)
+		enqueued = len(jobs) > 0
+		return tx.Enqueue(ctx, jobs...)
 	})
 	if err != nil {
 		return core.Run{}, fmt.Errorf("finish run %s: %w", id, err)
 	}
-	s.D.Enqueued()
+	if enqueued {
+		s.D.Enqueued()
+	}
 	return *out, nil
 }
 
