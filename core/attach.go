@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
+	"time"
 )
 
 // Attachment is a file someone gave an agent with their message: a chat
@@ -67,12 +69,46 @@ type File struct {
 
 // Blobs keeps attachments' bytes. A blob is named by its content (BlobID):
 // putting the same bytes twice stores them once, and a retried put is
-// harmless.
+// harmless. Putting bytes that are stored already marks them stored now,
+// so retention (BlobRemover) keeps them for the message about to name
+// them.
 type Blobs interface {
 	PutBlob(ctx context.Context, data []byte) (id string, err error)
 	// GetBlob returns ErrNotFound for an id it does not hold.
 	GetBlob(ctx context.Context, id string) ([]byte, error)
 }
+
+// BlobRemover is a Blobs whose blobs retention removes once nothing names
+// them (see PruneBlobs).
+type BlobRemover interface {
+	// BlobsStoredBefore returns the ids of the blobs last stored before t.
+	BlobsStoredBefore(ctx context.Context, t time.Time) ([]string, error)
+	// RemoveBlob removes blob id unless it was stored (put) again at or
+	// after t, and reports whether it removed it. A put and a removal of
+	// the same blob never interleave: the blob is there after the put.
+	RemoveBlob(ctx context.Context, id string, t time.Time) (bool, error)
+}
+
+// BlobReferrer is a store whose journal names blobs: the attachments of
+// user messages and the files tools returned.
+type BlobReferrer interface {
+	// BlobRefs returns the id of every blob the journal names.
+	BlobRefs(ctx context.Context) (map[string]bool, error)
+}
+
+// BlobIDs returns the blob ids named in data (an event's JSON), each once,
+// in order.
+func BlobIDs(data []byte) []string {
+	var out []string
+	for _, m := range blobIDInText.FindAll(data, -1) {
+		if id := string(m); !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+var blobIDInText = regexp.MustCompile(`sha256-[0-9a-f]{64}`)
 
 // BlobID is the id of a blob holding data: "sha256-" and its hex digest.
 func BlobID(data []byte) string {

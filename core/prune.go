@@ -22,10 +22,17 @@ const (
 	PruneDeadJobs Prunable = "dead_jobs"
 	// PruneAudit: audit entries recorded before the cutoff.
 	PruneAudit Prunable = "audit"
+	// PruneBlobs: attachments (files people sent, files tools returned)
+	// that no journal entry names any more (their runs were pruned, or the
+	// message that was to name them never started a run), last stored
+	// before the cutoff.
+	PruneBlobs Prunable = "blobs"
 )
 
-// Prunables lists every Prunable, in the order retention prunes them.
-var Prunables = []Prunable{PruneRuns, PruneInbox, PruneOutbox, PruneDeadJobs, PruneAudit}
+// Prunables lists every Prunable, in the order retention prunes them:
+// blobs last, so that those of the runs a sweep removed go in the same
+// sweep.
+var Prunables = []Prunable{PruneRuns, PruneInbox, PruneOutbox, PruneDeadJobs, PruneAudit, PruneBlobs}
 
 // Pruner removes what retention no longer keeps. Prune removes at most
 // limit items of what that are due (older than before) in one short write

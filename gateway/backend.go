@@ -35,6 +35,7 @@ type storeDB interface {
 	core.Outbox
 	core.Inbox
 	core.Pruner
+	core.BlobReferrer
 	lease.Store
 	relay.Keeper
 	SchemaVersion(ctx context.Context) (int, error)
@@ -138,6 +139,9 @@ func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, e
 	}
 	b := &backend{db: db, queue: db, close: closeDB, desc: desc, janitor: janitor, blobs: blobs,
 		pruners: []core.Pruner{db}}
+	if rm, ok := blobs.(core.BlobRemover); ok {
+		b.pruners = append(b.pruners, retention.Blobs{Refs: db, Store: rm})
+	}
 	if s.RedisURL == "" {
 		if pg, ok := db.(*postgres.DB); ok {
 			b.hub = func(hub *core.Hub) func(context.Context) error {

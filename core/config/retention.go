@@ -29,6 +29,12 @@ type Retention struct {
 	DeadJobs *time.Duration `yaml:"dead_jobs"`
 	// Audit: the audit log. Default 0: kept forever.
 	Audit *time.Duration `yaml:"audit"`
+	// Blobs: files people sent and tools returned that no journal entry
+	// names any more (their runs were pruned, or the message never became
+	// a run), last stored this long ago; 0s keeps them, else at least
+	// MinRetentionBlobs. Default DefaultRetentionBlobs when Runs is set,
+	// else 0.
+	Blobs *time.Duration `yaml:"blobs"`
 	// Every is how often retention looks for what is due. Default 10m.
 	Every time.Duration `yaml:"every"`
 	// Batch is how many items one transaction removes, 1 to 10000.
@@ -43,6 +49,11 @@ const (
 	DefaultRetentionEvery  = 10 * time.Minute
 	DefaultRetentionBatch  = 100
 	MaxRetentionBatch      = 10000
+	DefaultRetentionBlobs  = 24 * time.Hour
+	// MinRetentionBlobs is the least age of a blob retention removes: a
+	// file is stored before the message that names it is journaled (a
+	// retried message stores it again), so a younger one may be on its way.
+	MinRetentionBlobs = time.Hour
 )
 
 // Keep returns how long each kind is kept, defaults applied (0: forever).
@@ -53,22 +64,32 @@ func (r Retention) Keep() map[core.Prunable]time.Duration {
 		}
 		return *d
 	}
+	runs := get(r.Runs, 0)
+	blobs := time.Duration(0)
+	if runs > 0 {
+		blobs = DefaultRetentionBlobs // what the runs named goes with them
+	}
 	return map[core.Prunable]time.Duration{
-		core.PruneRuns:     get(r.Runs, 0),
+		core.PruneRuns:     runs,
 		core.PruneInbox:    get(r.Inbox, DefaultRetentionInbox),
 		core.PruneOutbox:   get(r.Outbox, DefaultRetentionOutbox),
 		core.PruneDeadJobs: get(r.DeadJobs, 0),
 		core.PruneAudit:    get(r.Audit, 0),
+		core.PruneBlobs:    get(r.Blobs, blobs),
 	}
 }
 
 func (c *Config) validateRetention() []string {
 	var p []string
 	r := c.Retention
-	for i, d := range []*time.Duration{r.Runs, r.Inbox, r.Outbox, r.DeadJobs, r.Audit} {
+	for i, d := range []*time.Duration{r.Runs, r.Inbox, r.Outbox, r.DeadJobs, r.Audit, r.Blobs} {
 		if what := core.Prunables[i]; d != nil && *d < 0 {
 			p = append(p, fmt.Sprintf("retention.%s: must be a duration like 720h, or 0s to keep forever; got %s", what, *d))
 		}
+	}
+	if r.Blobs != nil && *r.Blobs > 0 && *r.Blobs < MinRetentionBlobs {
+		p = append(p, fmt.Sprintf("retention.blobs: must be %s or more (a file is stored before the message naming it is journaled), or 0s to keep files; got %s",
+			MinRetentionBlobs, *r.Blobs))
 	}
 	if r.Every < 0 || (r.Every > 0 && r.Every < time.Second) {
 		p = append(p, fmt.Sprintf("retention.every: must be 1s or more (default 10m), got %s", r.Every))

@@ -94,7 +94,7 @@ func New(store Counter, queue Depther, log *slog.Logger) *Metrics {
 			Buckets: []float64{.001, .005, .025, .1, .25, 1, 2.5, 10, 30},
 		}, []string{"kind"}),
 		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentgate_pruned_total", Help: "Items retention removed, by kind (runs, inbox, outbox, dead_jobs, audit).",
+			Name: "agentgate_pruned_total", Help: "Items retention removed, by kind (runs, inbox, outbox, dead_jobs, audit, blobs).",
 		}, []string{"what"}),
 		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "agentgate_queue_wait_seconds",

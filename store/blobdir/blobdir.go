@@ -11,14 +11,26 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/agentgate/agentgate/core"
 )
 
-// Dir is a blob directory.
-type Dir struct{ path string }
+// Dir is a blob directory. A blob's file time is when it was last stored:
+// putting bytes that are there already sets it to now.
+type Dir struct {
+	path string
+	// mu makes a put and a removal of one blob one after the other: a
+	// put never returns the id of a blob that a removal then takes away.
+	// (One gateway owns a data dir, so a mutex covers every writer.)
+	mu sync.Mutex
+}
 
-var _ core.Blobs = (*Dir)(nil)
+var (
+	_ core.Blobs       = (*Dir)(nil)
+	_ core.BlobRemover = (*Dir)(nil)
+)
 
 // Open returns the blob directory at path, creating it.
 func Open(path string) (*Dir, error) {
@@ -32,8 +44,14 @@ func Open(path string) (*Dir, error) {
 func (d *Dir) PutBlob(_ context.Context, data []byte) (string, error) {
 	id := core.BlobID(data)
 	name := filepath.Join(d.path, id)
-	if _, err := os.Stat(name); err == nil {
-		return id, nil // the same bytes are there
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := os.Stat(name); err == nil { // the same bytes are there: stored now
+		now := time.Now()
+		if err := os.Chtimes(name, now, now); err != nil {
+			return "", fmt.Errorf("put blob: %w", err)
+		}
+		return id, nil
 	}
 	tmp, err := os.CreateTemp(d.path, ".put-*")
 	if err != nil {
@@ -69,4 +87,52 @@ func (d *Dir) GetBlob(_ context.Context, id string) ([]byte, error) {
 		return nil, fmt.Errorf("get blob: %w", err)
 	}
 	return data, nil
+}
+
+// BlobsStoredBefore implements core.BlobRemover: the blobs whose file time
+// is before t. Other files (an interrupted put's temporary file) are not
+// blobs and are left alone.
+func (d *Dir) BlobsStoredBefore(_ context.Context, t time.Time) ([]string, error) {
+	entries, err := os.ReadDir(d.path)
+	if err != nil {
+		return nil, fmt.Errorf("list blobs: %w", err)
+	}
+	var ids []string
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !core.ValidBlobID(e.Name()) {
+			continue
+		}
+		info, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list blobs: %w", err)
+		}
+		if info.ModTime().Before(t) {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}
+
+// RemoveBlob implements core.BlobRemover.
+func (d *Dir) RemoveBlob(_ context.Context, id string, t time.Time) (bool, error) {
+	if !core.ValidBlobID(id) {
+		return false, nil
+	}
+	name := filepath.Join(d.path, id)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	info, err := os.Stat(name)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && !info.ModTime().Before(t)) {
+		return false, nil
+	}
+	if err == nil {
+		err = os.Remove(name)
+	}
+	if err != nil {
+		return false, fmt.Errorf("remove blob: %w", err)
+	}
+	return true, nil
 }

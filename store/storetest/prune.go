@@ -130,3 +130,39 @@ func testPruneRest(t *testing.T, h Harness) {
 		t.Errorf("audit after pruning = %+v, want the newer entry only", got)
 	}
 }
+
+// testBlobRefs: the journal names the blobs of user messages' attachments
+// and of tool results' files, and no longer those of a pruned run.
+func testBlobRefs(t *testing.T, h Harness) {
+	refs, ok := h.Store.(core.BlobReferrer)
+	if !ok {
+		t.Skip("store does not list blob references")
+	}
+	p := h.Store.(core.Pruner)
+	ctx := t.Context()
+	photo, chart, other := core.BlobID([]byte("photo")), core.BlobID([]byte("chart")), core.BlobID([]byte("other"))
+	nr := newRun(core.NewID("ses"), agentA, "u1", "what is on this?", t0)
+	nr.Events = []core.Event{core.NewEvent(core.EventUserMessage, core.UserMessage{Text: "what is on this?", UserID: "u1",
+		Attachments: []core.Attachment{{ID: photo, Name: "photo.png", MIME: "image/png", Size: 5}, {Name: "huge.zip", Note: "too large"}}})}
+	r := create(t, h, nr)
+	claim(t, h, r.ID, "w1", t0)
+	if _, err := h.Store.AppendEvents(ctx, r.ID, "w1", []core.Event{core.NewEvent(core.EventToolResult, core.ToolResult{
+		ToolCallID: "c1", Content: "plotted", Files: []core.Attachment{{ID: chart, Name: "chart.png", MIME: "image/png", Size: 5}}})}); err != nil {
+		t.Fatal(err)
+	}
+	kept := createIn(t, h, t0) // a run whose message names no file
+	got, err := refs.BlobRefs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got[photo] || !got[chart] || got[other] || len(got) != 2 {
+		t.Fatalf("BlobRefs = %v, want the attachment %s and the tool's file %s only", got, photo, chart)
+	}
+	finish(t, h, r.ID, "w1", core.RunCompleted, at(time.Hour))
+	prune(t, p, core.PruneRuns, at(2*time.Hour), 10, 1)
+	prune(t, p, core.PruneBlobs, at(2*time.Hour), 10, 0) // not the store's own: retention.Blobs asks BlobRefs
+	if got, err = refs.BlobRefs(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("BlobRefs after the run was pruned = %v, %v; want none", got, err)
+	}
+	wantStatus(t, h, kept.ID, core.RunQueued)
+}

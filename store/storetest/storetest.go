@@ -72,6 +72,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Harness) {
 		{"AuditList", testAuditList},
 		{"PruneRuns", testPruneRuns},
 		{"PruneRest", testPruneRest},
+		{"BlobRefs", testBlobRefs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

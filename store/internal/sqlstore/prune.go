@@ -26,10 +26,14 @@ var pruneOne = map[core.Prunable]string{
 }
 
 // Prune implements core.Pruner over d: the rules of what is due and what
-// goes with it, the same on every database.
+// goes with it, the same on every database. Blobs are not its own: their
+// pruner (retention.Blobs) asks the store which ones the journal names.
 func Prune(ctx context.Context, d Writer, what core.Prunable, before time.Time, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, fmt.Errorf("prune %s: limit must be positive, got %d", what, limit)
+	}
+	if what == core.PruneBlobs {
+		return 0, nil
 	}
 	var n int64
 	err := d.WriteTx(ctx, func(tx Conn) (err error) {
@@ -89,3 +93,26 @@ func pruneRuns(ctx context.Context, tx Conn, before time.Time, limit int) (int64
 }
 
 func scanString(r Row) (s string, err error) { return s, r.Scan(&s) }
+
+// BlobRefs implements core.BlobReferrer: the blob ids in the journal's user
+// messages (attachments) and tool results (files). It reads every such
+// event, so retention asks it once per batch of blobs, and only when some
+// blob is old enough to go.
+func (d Data) BlobRefs(ctx context.Context) (map[string]bool, error) {
+	refs := map[string]bool{}
+	err := d.R.Query(ctx, `SELECT data FROM run_events WHERE type IN (?, ?) AND CAST(data AS TEXT) LIKE ?`,
+		[]any{string(core.EventUserMessage), string(core.EventToolResult), "%sha256-%"}, func(r Row) error {
+			var data []byte
+			if err := r.Scan(&data); err != nil {
+				return err
+			}
+			for _, id := range core.BlobIDs(data) {
+				refs[id] = true
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("blob references: %w", err)
+	}
+	return refs, nil
+}
