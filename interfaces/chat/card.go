@@ -3,7 +3,6 @@ package chat
 import (
 	"context"
 	"errors"
-	"log/slog"
 
 	"github.com/agentgate/agentgate/core"
 )
@@ -15,13 +14,12 @@ import (
 // no card rather than two. It tolerates jobs for the same approval running
 // out of order or at once.
 type CardFlow struct {
-	Outbox core.Outbox
+	// Sender is the platform's: its outbox, clock and logger.
+	Sender
 	// Approvals reads an approval again after its card was posted.
 	Approvals interface {
 		GetApproval(ctx context.Context, id string) (core.Approval, error)
 	}
-	Clock  core.Clock
-	Logger *slog.Logger
 	// Post posts the card of a under key, once (Sender.PostOnce).
 	Post func(ctx context.Context, key string, a core.Approval) (Sent, error)
 	// Edit replaces the card at the platform's ref by a's state.
@@ -61,11 +59,4 @@ func (f CardFlow) Render(ctx context.Context, key string, a core.Approval) error
 	}
 	f.log().Warn("approval card state unknown; not edited", "approval", a.ID, "status", a.Status, "state", state)
 	return nil
-}
-
-func (f CardFlow) log() *slog.Logger {
-	if f.Logger == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return f.Logger
 }

@@ -63,26 +63,24 @@ type NotifierStore interface {
 }
 
 // NotifierConfig configures a platform's notifier; C is its API client.
-type NotifierConfig[C any] struct {
+type NotifierConfig[C comparable] struct {
 	Store  NotifierStore // required
 	Client C             // required
 	Clock  core.Clock
 	Logger *slog.Logger
 }
 
-// NewNotifier is every platform's notifier constructor: it checks what the
-// notifier needs (a store, a client: has says it is set), fills the clock
-// and logger left nil and returns build(cfg, the post-once for the
-// client); maybePosted is the platform's error of a post that may have
-// gone through.
-func NewNotifier[C, N any](platform string, cfg NotifierConfig[C], has bool, maybePosted error,
-	build func(NotifierConfig[C], Poster[C]) N) (N, error) {
-	if cfg.Store == nil || !has {
-		var none N
-		return none, fmt.Errorf("%s: the notifier needs a store and a client", platform)
+// Poster checks what platform's notifier needs (a store, a client), fills
+// the clock and logger left nil and returns its post-once: posts recorded
+// in the store's outbox, through the client; maybePosted is the platform's
+// error of a post that may have gone through.
+func (cfg NotifierConfig[C]) Poster(platform string, maybePosted error) (Poster[C], error) {
+	var none C
+	if cfg.Store == nil || cfg.Client == none {
+		return Poster[C]{}, fmt.Errorf("%s: the notifier needs a store and a client", platform)
 	}
 	Defaults(&cfg.Clock, &cfg.Logger)
-	return build(cfg, NewPoster(platform, cfg.Store, cfg.Client, cfg.Clock, cfg.Logger, maybePosted)), nil
+	return NewPoster(platform, cfg.Store, cfg.Client, cfg.Clock, cfg.Logger, maybePosted), nil
 }
 
 // Defaults fills a clock and a logger left nil: the system clock, a logger

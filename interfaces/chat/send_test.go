@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentgate/agentgate/core"
@@ -55,5 +56,34 @@ func TestSenderPostsOnce(t *testing.T) {
 	}
 	if posts != 4 {
 		t.Errorf("%d posts, want 4", posts)
+	}
+}
+
+// A notifier without its store or its client is refused at start, naming
+// the platform; with both, its posts go through the store's outbox.
+func TestNotifierConfigPoster(t *testing.T) {
+	t.Parallel()
+	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "db.sqlite"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	type client struct{ posts int }
+	for _, cfg := range []chat.NotifierConfig[*client]{{Client: &client{}}, {Store: db}} {
+		if _, err := cfg.Poster("matrix", nil); err == nil || !strings.Contains(err.Error(), "matrix: the notifier needs a store and a client") {
+			t.Errorf("Poster(%+v) = %v, want the notifier refused", cfg, err)
+		}
+	}
+	p, err := chat.NotifierConfig[*client]{Store: db, Client: &client{}}.Poster("matrix", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := p.PostOnce(t.Context(), "k", func(context.Context) (string, error) { p.Client.posts++; return "m1", nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if state, ref, err := db.SendRef(t.Context(), "k"); err != nil || state != core.SendSent || ref != "m1" || p.Client.posts != 1 {
+		t.Errorf("outbox %q %q %v after %d posts, want sent m1 after one", state, ref, err, p.Client.posts)
 	}
 }

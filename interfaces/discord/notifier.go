@@ -7,9 +7,6 @@ import (
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
-// NotifierConfig configures a Notifier.
-type NotifierConfig = chat.NotifierConfig[*Client]
-
 // Notifier posts what the engine has to say in Discord: runs' answers, live
 // while they are written and split at 2,000 characters (chat.Platform),
 // routine results (routine.ChatDeliverer) and approval cards
@@ -18,26 +15,27 @@ type NotifierConfig = chat.NotifierConfig[*Client]
 // through whatever channel, or the expiry — with the buttons removed. The
 // card is posted through the outbox, once.
 type Notifier struct {
-	cfg NotifierConfig
 	sender
+	approvals chat.NotifierStore
 }
 
 // NewNotifier checks cfg and returns the notifier.
-func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
-	return chat.NewNotifier("discord", cfg, cfg.Client != nil, ErrMaybePosted,
-		func(cfg NotifierConfig, p chat.Poster[*Client]) *Notifier {
-			return &Notifier{cfg: cfg, sender: sender(p)}
-		})
+func NewNotifier(cfg chat.NotifierConfig[*Client]) (*Notifier, error) {
+	p, err := cfg.Poster(chat.PlatformDiscord, ErrMaybePosted)
+	if err != nil {
+		return nil, err
+	}
+	return &Notifier{sender: sender(p), approvals: cfg.Store}, nil
 }
 
 // RenderApproval implements chat.ApprovalRenderer (see chat.CardFlow).
 func (n *Notifier) RenderApproval(ctx context.Context, b core.Binding, a core.Approval, r core.Run) error {
-	flow := chat.CardFlow{Outbox: n.Outbox, Approvals: n.cfg.Store, Clock: n.cfg.Clock, Logger: n.Logger,
+	flow := chat.CardFlow{Sender: n.Sender, Approvals: n.approvals,
 		Post: func(ctx context.Context, key string, a core.Approval) (chat.Sent, error) {
 			return n.postOnce(ctx, key, b.Channel, ApprovalMessage(chat.Card(a, r, Approvers)))
 		},
 		Edit: func(ctx context.Context, id string, a core.Approval) error {
-			return n.cfg.Client.Edit(ctx, b.Channel, id, ApprovalMessage(chat.Card(a, r, Approvers)))
+			return n.Client.Edit(ctx, b.Channel, id, ApprovalMessage(chat.Card(a, r, Approvers)))
 		},
 	}
 	return flow.Render(ctx, core.CardKey(chat.PlatformDiscord, a.ID), a)

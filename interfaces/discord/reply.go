@@ -28,7 +28,7 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 		var err error
 		if i == 0 && a.Live != "" { // the live message becomes the first part
 			err = chat.Finalize(ctx, n.Outbox, n.Clock, key+":0", a.Live, func(ctx context.Context) error {
-				err := n.cfg.Client.Edit(ctx, channel, a.Live, Message{Content: part})
+				err := n.Client.Edit(ctx, channel, a.Live, Message{Content: part})
 				var rerr *discordgo.RESTError
 				if errors.As(err, &rerr) && rerr.Message != nil && rerr.Message.Code == discordgo.ErrCodeUnknownMessage {
 					n.Logger.Warn("discord live reply was deleted; posting the answer anew", "run", a.Run.ID)
@@ -36,7 +36,7 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 				}
 				return err
 			}, func(ctx context.Context) (string, error) {
-				return n.cfg.Client.Post(ctx, channel, Message{Content: part})
+				return n.Client.Post(ctx, channel, Message{Content: part})
 			})
 		} else {
 			_, err = n.postOnce(ctx, key+":"+itoa(i), channel, Message{Content: part})
@@ -46,6 +46,6 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 		}
 	}
 	return n.Sender.Upload(ctx, key, a.Files, func(ctx context.Context, f core.File) (string, error) {
-		return n.cfg.Client.PostFile(ctx, channel, f.Name, f.Data, "")
+		return n.Client.PostFile(ctx, channel, f.Name, f.Data, "")
 	})
 }

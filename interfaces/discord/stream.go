@@ -27,7 +27,7 @@ type liveMsg struct {
 
 // StartLive implements chat.Platform.
 func (n *Notifier) StartLive(ctx context.Context, _ core.Run, b core.Binding, text string) (chat.LiveMessage, string, error) {
-	id, err := n.cfg.Client.Post(ctx, b.Channel, Message{Content: liveText(text, "")})
+	id, err := n.Client.Post(ctx, b.Channel, Message{Content: liveText(text, "")})
 	if err != nil {
 		return nil, "", err
 	}
@@ -48,17 +48,17 @@ const typingLasts = 8 * time.Second
 
 // Typing implements chat.Typer.
 func (n *Notifier) Typing(ctx context.Context, _ core.Run, b core.Binding) (time.Duration, error) {
-	return typingLasts, n.cfg.Client.Typing(ctx, b.Channel)
+	return typingLasts, n.Client.Typing(ctx, b.Channel)
 }
 
 // Show implements chat.LiveMessage.
 func (m *liveMsg) Show(ctx context.Context, text string) error {
-	return m.n.cfg.Client.Edit(ctx, m.channel, m.id, Message{Content: liveText(text, "")})
+	return m.n.Client.Edit(ctx, m.channel, m.id, Message{Content: liveText(text, "")})
 }
 
 // End implements chat.LiveMessage.
 func (m *liveMsg) End(ctx context.Context, text, note string) error {
-	return m.n.cfg.Client.Edit(ctx, m.channel, m.id, Message{Content: liveText(text, note)})
+	return m.n.Client.Edit(ctx, m.channel, m.id, Message{Content: liveText(text, note)})
 }
 
 // liveText is what a live message shows of text: the start of it within

@@ -11,9 +11,6 @@ import (
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
-// NotifierConfig configures a Notifier.
-type NotifierConfig = chat.NotifierConfig[*Client]
-
 // Notifier posts what the engine has to say in Slack: runs' answers, live
 // while they are written (chat.Platform), routine results
 // (routine.ChatDeliverer) and approval cards
@@ -22,8 +19,8 @@ type NotifierConfig = chat.NotifierConfig[*Client]
 // through whatever channel, or the expiry or cancellation — with the buttons
 // removed. The card is posted through the outbox, once.
 type Notifier struct {
-	cfg NotifierConfig
 	sender
+	approvals     chat.NotifierStore
 	streamRefused sync.Map // channel → true: Slack refused chat.startStream there
 	statusRefused sync.Map // channel → true: Slack refused assistant.threads.setStatus there
 }
@@ -34,19 +31,20 @@ var (
 	_ chat.ApprovalRenderer = (*Notifier)(nil)
 )
 
-// NewNotifier checks cfg and returns the renderer.
-func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
-	return chat.NewNotifier("slack", cfg, cfg.Client != nil, ErrMaybePosted,
-		func(cfg NotifierConfig, p chat.Poster[*Client]) *Notifier {
-			return &Notifier{cfg: cfg, sender: sender(p)}
-		})
+// NewNotifier checks cfg and returns the notifier.
+func NewNotifier(cfg chat.NotifierConfig[*Client]) (*Notifier, error) {
+	p, err := cfg.Poster(chat.PlatformSlack, ErrMaybePosted)
+	if err != nil {
+		return nil, err
+	}
+	return &Notifier{sender: sender(p), approvals: cfg.Store}, nil
 }
 
 func cardKey(approvalID string) string { return core.CardKey(chat.PlatformSlack, approvalID) }
 
 // RenderApproval implements chat.ApprovalRenderer (see chat.CardFlow).
 func (c *Notifier) RenderApproval(ctx context.Context, b core.Binding, a core.Approval, r core.Run) error {
-	flow := chat.CardFlow{Outbox: c.Outbox, Approvals: c.cfg.Store, Clock: c.Clock, Logger: c.Logger,
+	flow := chat.CardFlow{Sender: c.Sender, Approvals: c.approvals,
 		Post: func(ctx context.Context, key string, a core.Approval) (chat.Sent, error) {
 			card := c.card(a, r)
 			res, err := c.postOnce(ctx, key, b.Channel, b.Thread, ApprovalText(card), ApprovalBlocks(card, time.UTC))

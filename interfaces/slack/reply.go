@@ -36,7 +36,7 @@ func (c *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 	}
 	b := a.Binding
 	return c.Sender.Upload(ctx, "slack:reply:"+a.Run.ID, a.Files, func(ctx context.Context, f core.File) (string, error) {
-		return "", c.cfg.Client.Upload(ctx, b.Channel, b.Thread, f.Name, f.Name, f.Data)
+		return "", c.Client.Upload(ctx, b.Channel, b.Thread, f.Name, f.Name, f.Data)
 	})
 }
 

@@ -70,22 +70,22 @@ func parseLiveRef(s string) (liveRef, bool) {
 // a post, an edit is made again when an earlier attempt's outcome is
 // unknown: it cannot double anything.
 func (c *Notifier) finalize(ctx context.Context, key string, b core.Binding, m liveRef, text string, blocks []slackapi.Block) error {
-	return chat.Finalize(ctx, c.cfg.Store, c.Clock, key, m.ts, func(ctx context.Context) error {
+	return chat.Finalize(ctx, c.Outbox, c.Clock, key, m.ts, func(ctx context.Context) error {
 		if m.stream {
 			// Slack refuses to stop a stream that ended already (an earlier
 			// attempt, a pause, its own timeout): nothing to do then.
-			if err := c.cfg.Client.StopStream(ctx, b.Channel, m.ts, "", nil); err != nil && ctx.Err() != nil {
+			if err := c.Client.StopStream(ctx, b.Channel, m.ts, "", nil); err != nil && ctx.Err() != nil {
 				return err
 			}
 		}
-		err := c.cfg.Client.Update(ctx, b.Channel, m.ts, text, blocks)
+		err := c.Client.Update(ctx, b.Channel, m.ts, text, blocks)
 		if refusedWith(err, "message_not_found", "cant_update_message") {
 			c.Logger.Warn("slack live reply cannot be edited; posting the answer anew", "run_key", key, "err", err)
 			return fmt.Errorf("%w: %w", chat.ErrGone, err)
 		}
 		return err
 	}, func(ctx context.Context) (string, error) {
-		return c.cfg.Client.Post(ctx, b.Channel, b.Thread, text, blocks)
+		return c.Client.Post(ctx, b.Channel, b.Thread, text, blocks)
 	})
 }
 
@@ -119,7 +119,7 @@ func (c *Notifier) ResumeLive(ctx context.Context, b core.Binding, ref string) c
 		return nil
 	}
 	if lr.stream {
-		_ = c.cfg.Client.StopStream(ctx, b.Channel, lr.ts, "", nil) // refused when it ended already
+		_ = c.Client.StopStream(ctx, b.Channel, lr.ts, "", nil) // refused when it ended already
 	}
 	return &liveMsg{c: c, b: b, ref: lr, edit: true}
 }
@@ -134,7 +134,7 @@ func (c *Notifier) StartLive(ctx context.Context, run core.Run, b core.Binding, 
 		if text != "" {
 			body, blocks = firstMessage(text)
 		}
-		m.ref.ts, err = c.cfg.Client.Post(ctx, b.Channel, b.Thread, body, blocks)
+		m.ref.ts, err = c.Client.Post(ctx, b.Channel, b.Thread, body, blocks)
 	}
 	if err != nil {
 		return nil, "", err
@@ -151,7 +151,7 @@ func (c *Notifier) startStream(ctx context.Context, run core.Run, b core.Binding
 		return nil, nil
 	}
 	first := text[:chat.Prefix(text, maxStreamText, chat.UTF16)]
-	ts, err := c.cfg.Client.StartStream(ctx, StreamTarget{
+	ts, err := c.Client.StartStream(ctx, StreamTarget{
 		Channel: b.Channel, ThreadTS: b.Thread, RecipientUserID: run.UserID, RecipientTeamID: b.Workspace,
 	}, first)
 	var apiErr *APIError
@@ -170,14 +170,14 @@ func (c *Notifier) startStream(ctx context.Context, run core.Run, b core.Binding
 func (m *liveMsg) Show(ctx context.Context, text string) error {
 	if m.edit {
 		body, blocks := firstMessage(text)
-		return m.c.cfg.Client.Update(ctx, m.b.Channel, m.ref.ts, body, blocks)
+		return m.c.Client.Update(ctx, m.b.Channel, m.ref.ts, body, blocks)
 	}
 	rest := text[m.sent:]
 	if rest == "" {
 		return nil
 	}
 	piece := rest[:chat.Prefix(rest, maxStreamText, chat.UTF16)]
-	if err := m.c.cfg.Client.AppendStream(ctx, m.b.Channel, m.ref.ts, piece); err != nil {
+	if err := m.c.Client.AppendStream(ctx, m.b.Channel, m.ref.ts, piece); err != nil {
 		return err
 	}
 	m.sent += len(piece)
@@ -190,17 +190,17 @@ func (m *liveMsg) End(ctx context.Context, text, note string) error {
 	full := chat.JoinNote(text, note)
 	if m.edit {
 		body, blocks := firstMessage(full)
-		return m.c.cfg.Client.Update(ctx, m.b.Channel, m.ref.ts, body, blocks)
+		return m.c.Client.Update(ctx, m.b.Channel, m.ref.ts, body, blocks)
 	}
 	rest := full[m.sent:]
 	for textLen(rest) > maxStreamText {
 		piece := rest[:chat.Prefix(rest, maxStreamText, chat.UTF16)]
-		if err := m.c.cfg.Client.AppendStream(ctx, m.b.Channel, m.ref.ts, piece); err != nil {
+		if err := m.c.Client.AppendStream(ctx, m.b.Channel, m.ref.ts, piece); err != nil {
 			return err
 		}
 		rest = rest[len(piece):]
 	}
-	return m.c.cfg.Client.StopStream(ctx, m.b.Channel, m.ref.ts, rest, nil)
+	return m.c.Client.StopStream(ctx, m.b.Channel, m.ref.ts, rest, nil)
 }
 
 // firstMessage renders Markdown as the first Slack message of an answer:
@@ -227,7 +227,7 @@ func (c *Notifier) Typing(ctx context.Context, _ core.Run, b core.Binding) (time
 	if _, refused := c.statusRefused.Load(b.Channel); refused {
 		return 0, nil
 	}
-	err := c.cfg.Client.SetStatus(ctx, b.Channel, b.Thread, thinkingStatus)
+	err := c.Client.SetStatus(ctx, b.Channel, b.Thread, thinkingStatus)
 	if _, refused := errors.AsType[*APIError](err); refused {
 		c.statusRefused.Store(b.Channel, true)
 	}

@@ -32,7 +32,7 @@ func (n *Notifier) Typing(ctx context.Context, _ core.Run, b core.Binding) (time
 	if err != nil {
 		return 0, err
 	}
-	_, err = n.cfg.Client.bot.SendChatAction(ctx, &bot.SendChatActionParams{ChatID: chatID, MessageThreadID: threadID(b.Thread),
+	_, err = n.Client.bot.SendChatAction(ctx, &bot.SendChatActionParams{ChatID: chatID, MessageThreadID: threadID(b.Thread),
 		Action: models.ChatActionTyping})
 	if err != nil {
 		return 0, fmt.Errorf("telegram sendChatAction: %w", err)
@@ -55,7 +55,7 @@ func (n *Notifier) StartLive(ctx context.Context, _ core.Run, b core.Binding, te
 	if err != nil {
 		return nil, "", err
 	}
-	id, err := n.cfg.Client.Send(ctx, chatID, threadID(b.Thread), liveView(text, ""), nil)
+	id, err := n.Client.Send(ctx, chatID, threadID(b.Thread), liveView(text, ""), nil)
 	if err != nil {
 		return nil, "", err
 	}
@@ -74,12 +74,12 @@ func (n *Notifier) ResumeLive(_ context.Context, b core.Binding, ref string) cha
 
 // Show implements chat.LiveMessage.
 func (m *liveMsg) Show(ctx context.Context, text string) error {
-	return m.n.cfg.Client.Edit(ctx, m.chatID, m.id, liveView(text, ""), nil)
+	return m.n.Client.Edit(ctx, m.chatID, m.id, liveView(text, ""), nil)
 }
 
 // End implements chat.LiveMessage.
 func (m *liveMsg) End(ctx context.Context, text, note string) error {
-	return m.n.cfg.Client.Edit(ctx, m.chatID, m.id, liveView(text, note), nil)
+	return m.n.Client.Edit(ctx, m.chatID, m.id, liveView(text, note), nil)
 }
 
 // liveView is what a live message shows of text (MarkdownV2): the start of

@@ -13,9 +13,6 @@ import (
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
-// NotifierConfig configures a Notifier.
-type NotifierConfig = chat.NotifierConfig[*Client]
-
 // Notifier posts in Telegram what the engine has to say: finished runs'
 // answers (split at 4,096 characters, MarkdownV2-escaped), approval cards
 // with Approve / Deny buttons (chat.ApprovalRenderer), edited to the outcome
@@ -23,16 +20,17 @@ type NotifierConfig = chat.NotifierConfig[*Client]
 // Telegram users as their chat shows them (Client.Names), else by a mention.
 // Every message goes through the outbox, once.
 type Notifier struct {
-	cfg NotifierConfig
 	sender
+	approvals chat.NotifierStore
 }
 
 // NewNotifier checks cfg and returns the notifier.
-func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
-	return chat.NewNotifier("telegram", cfg, cfg.Client != nil, ErrMaybePosted,
-		func(cfg NotifierConfig, p chat.Poster[*Client]) *Notifier {
-			return &Notifier{cfg: cfg, sender: sender(p)}
-		})
+func NewNotifier(cfg chat.NotifierConfig[*Client]) (*Notifier, error) {
+	p, err := cfg.Poster(chat.PlatformTelegram, ErrMaybePosted)
+	if err != nil {
+		return nil, err
+	}
+	return &Notifier{sender: sender(p), approvals: cfg.Store}, nil
 }
 
 var _ chat.Platform = (*Notifier)(nil)
@@ -57,14 +55,14 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 		live, _ := strconv.Atoi(a.Live)
 		parts := Split(text, MaxMessageLen)
 		err = chat.Finalize(ctx, n.Outbox, n.Clock, "telegram:"+key+":live", a.Live, func(ctx context.Context) error {
-			err := n.cfg.Client.Edit(ctx, chatID, live, Markdown(parts[0]), nil)
+			err := n.Client.Edit(ctx, chatID, live, Markdown(parts[0]), nil)
 			if gone(err) {
 				n.Logger.Warn("telegram live reply was deleted; posting the answer anew", "run", a.Run.ID, "err", err)
 				return fmt.Errorf("%w: %w", chat.ErrGone, err)
 			}
 			return err
 		}, func(ctx context.Context) (string, error) {
-			id, err := n.cfg.Client.Send(ctx, chatID, threadID(a.Binding.Thread), Markdown(parts[0]), nil)
+			id, err := n.Client.Send(ctx, chatID, threadID(a.Binding.Thread), Markdown(parts[0]), nil)
 			return strconv.Itoa(id), err
 		})
 		if err != nil {
@@ -76,7 +74,7 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 		return err
 	}
 	return n.Sender.Upload(ctx, "telegram:"+key, a.Files, func(ctx context.Context, f core.File) (string, error) {
-		id, err := n.cfg.Client.SendFile(ctx, chatID, threadID(a.Binding.Thread), f.Name, f.MIME, f.Data, "")
+		id, err := n.Client.SendFile(ctx, chatID, threadID(a.Binding.Thread), f.Name, f.MIME, f.Data, "")
 		return strconv.Itoa(id), err
 	})
 }
@@ -115,7 +113,7 @@ func (n *Notifier) RenderApproval(ctx context.Context, b core.Binding, a core.Ap
 	if err != nil {
 		return core.Permanent(err)
 	}
-	flow := chat.CardFlow{Outbox: n.Outbox, Approvals: n.cfg.Store, Clock: n.cfg.Clock, Logger: n.Logger,
+	flow := chat.CardFlow{Sender: n.Sender, Approvals: n.approvals,
 		Post: func(ctx context.Context, key string, a core.Approval) (chat.Sent, error) {
 			text, plain, kb := n.card(ctx, chatID, a, r)
 			return n.postOnceOr(ctx, key, chatID, threadID(b.Thread), text, plain, kb)
@@ -124,7 +122,7 @@ func (n *Notifier) RenderApproval(ctx context.Context, b core.Binding, a core.Ap
 			msgID, _ := strconv.Atoi(ref)
 			text, plain, kb := n.card(ctx, chatID, a, r)
 			return withoutMentions(text, plain, func(text string) error {
-				return n.cfg.Client.Edit(ctx, chatID, msgID, text, kb)
+				return n.Client.Edit(ctx, chatID, msgID, text, kb)
 			})
 		},
 	}
@@ -142,7 +140,7 @@ func (n *Notifier) card(ctx context.Context, chatID int64, a core.Approval, r co
 	if !byName && a.DecidedBy != "" {
 		who = append(slices.Clip(ids), a.DecidedBy)
 	}
-	p := lookUp(ctx, n.cfg.Client, chatID, who...)
+	p := lookUp(ctx, n.Client, chatID, who...)
 	c := chat.Card(a, r, p.plainList)
 	text = p.cardText(c, ids, byName)
 	p.noMentions = true
