@@ -3,12 +3,18 @@ package bench
 import (
 	"bytes"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/agentgate/agentgate/interfaces/slack"
 	"github.com/agentgate/agentgate/test/testbin"
 )
 
@@ -90,6 +96,50 @@ func TestBenchSlackIngestTS(t *testing.T) {
 	for n, want := range map[uint64]string{0: "1700000000.000000", 5: "1700000000.000005", 1234567: "1700000001.234567"} {
 		if got := string(appendTS(nil, n)); got != want {
 			t.Errorf("appendTS(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestBenchSlackIngestTarget drives a server the bench did not start (as
+// Bolt is driven): the events it acknowledges are counted, every request
+// is signed with the bench's secret, and the report does not claim to have
+// checked that server's storage.
+func TestBenchSlackIngestTarget(t *testing.T) {
+	t.Parallel()
+	var verified, refused atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := slack.Verify(ingestSecret, r.Header, body, time.Now()); err != nil || !strings.Contains(string(body), `"type":"app_mention"`) {
+			refused.Add(1)
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		verified.Add(1)
+	}))
+	defer srv.Close()
+	var stdout, stderr bytes.Buffer
+	err := Main(t.Context(), []string{"slack-ingest", "--duration", "300ms", "--warmup", "100ms", "--clients", "2", "--markdown",
+		"--target", strings.TrimPrefix(srv.URL, "http://"), "--target-pid", strconv.Itoa(os.Getpid())}, &stdout, &stderr)
+	report := stdout.String()
+	if err != nil {
+		t.Fatalf("bench slack-ingest --target: %v\nstderr:\n%s", err, stderr.String())
+	}
+	t.Logf("report:\n%s", report)
+	if verified.Load() == 0 || refused.Load() != 0 {
+		t.Errorf("the target verified %d events and refused %d, want all verified", verified.Load(), refused.Load())
+	}
+	if !regexp.MustCompile(`acknowledged\s+[1-9][0-9,]* events/s`).MatchString(report) {
+		t.Errorf("report without the acknowledged rate:\n%s", report)
+	}
+	for _, want := range []string{`in the durable inbox\s+not checked`, `\| acknowledged events in the durable inbox \| not checked`,
+		`External server at 127\.0\.0\.1:\d+ \(pid ` + strconv.Itoa(os.Getpid()) + `\)`} {
+		if !regexp.MustCompile(want).MatchString(report) {
+			t.Errorf("report does not match %s:\n%s", want, report)
+		}
+	}
+	for _, wrong := range []string{"0 of 0", "turned into runs", "fake Slack Web API in the bench process; demo model"} {
+		if strings.Contains(report, wrong) {
+			t.Errorf("report about a server the bench did not start says %q:\n%s", wrong, report)
 		}
 	}
 }
