@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -113,12 +112,9 @@ type pipe struct {
 
 func newPipe(t *testing.T) *pipe {
 	t.Helper()
-	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "db.sqlite"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openDB(t)
 	x := &pipe{t: t, db: &countingDB{DB: db}, slack: &fakePlatform{name: "slack"}, tg: &fakePlatform{name: "telegram"}, ticks: make(chan time.Time)}
+	var err error
 	x.p, err = chat.NewReplies(chat.RepliesConfig{Store: x.db,
 		Platforms: map[string]chat.Platform{chat.PlatformSlack: x.slack, chat.PlatformTelegram: x.tg},
 		Ticker:    func(time.Duration) (<-chan time.Time, func()) { return x.ticks, func() {} }})

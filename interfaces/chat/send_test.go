@@ -14,11 +14,7 @@ import (
 
 func TestSenderPostsOnce(t *testing.T) {
 	t.Parallel()
-	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "db.sqlite"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openDB(t)
 	lost, refused := errors.New("answer lost"), errors.New("refused")
 	s := chat.Sender{Outbox: db, Clock: core.SystemClock{}, Platform: "test", Uncertain: lost}
 	posts := 0
@@ -63,11 +59,7 @@ func TestSenderPostsOnce(t *testing.T) {
 // the platform; with both, its posts go through the store's outbox.
 func TestNotifierConfigPoster(t *testing.T) {
 	t.Parallel()
-	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "db.sqlite"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openDB(t)
 	type client struct{ posts int }
 	for _, cfg := range []chat.NotifierConfig[*client]{{Client: &client{}}, {Store: db}} {
 		if _, err := cfg.Poster("matrix", nil); err == nil || !strings.Contains(err.Error(), "matrix: the notifier needs a store and a client") {
@@ -86,4 +78,16 @@ func TestNotifierConfigPoster(t *testing.T) {
 	if state, ref, err := db.SendRef(t.Context(), "k"); err != nil || state != core.SendSent || ref != "m1" || p.Client.posts != 1 {
 		t.Errorf("outbox %q %q %v after %d posts, want sent m1 after one", state, ref, err, p.Client.posts)
 	}
+}
+
+// openDB opens an embedded store in the test's temporary directory, closed
+// when the test ends.
+func openDB(t *testing.T) *sqlite.DB {
+	t.Helper()
+	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "db.sqlite"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
