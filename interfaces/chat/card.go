@@ -53,7 +53,7 @@ func (f CardFlow) Render(ctx context.Context, key string, a core.Approval) error
 		// A retry of the post that crashed or lost the platform's answer:
 		// better no card (the approval can still be decided elsewhere) than two.
 		f.log().Warn("approval card outcome unknown after an earlier attempt; not posting it again", "approval", a.ID, "key", key)
-		return f.Outbox.SetSendState(ctx, key, core.SendUncertain, "", f.Clock.Now().UTC())
+		return f.Outbox.SetSendState(ctx, key, core.SendUncertain, "", f.Now())
 	case state == core.SendSending:
 		return nil // another worker is posting it and edits it after
 	}

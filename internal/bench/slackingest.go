@@ -681,7 +681,7 @@ func (r *ingestReport) hostLoad() string {
 }
 
 func (r *ingestReport) setup() string {
-	if r.opts.target != "" {
+	if !r.started() {
 		return fmt.Sprintf("External server at %s (pid %d), not started by the bench; %d clients on one keep-alive connection each; load generator in the bench process",
 			r.opts.target, r.opts.targetPID, r.opts.clients)
 	}
@@ -689,10 +689,15 @@ func (r *ingestReport) setup() string {
 		r.sync, r.opts.clients)
 }
 
+// started reports whether the bench started the server it measured (it
+// did not with --target): only then is there a fake Slack to count and an
+// inbox to read.
+func (r *ingestReport) started() bool { return r.opts.target == "" }
+
 // benchDoes says what the bench process's CPU was spent on: the load
 // generator, and the fake Slack Web API of a server it started.
 func (r *ingestReport) benchDoes() string {
-	if r.opts.target != "" {
+	if !r.started() {
 		return "load generator"
 	}
 	return "load generator and fake Slack"
@@ -701,7 +706,7 @@ func (r *ingestReport) benchDoes() string {
 // inbox says whether every acknowledged event was stored: not checked on
 // a server the bench did not start.
 func (r *ingestReport) inbox() string {
-	if r.opts.target != "" {
+	if !r.started() {
 		return "not checked (a server the bench did not start)"
 	}
 	return fmt.Sprintf("%d of %d acknowledged\t(%d missing)", r.stored, r.stored+r.missing, r.missing)
@@ -721,7 +726,7 @@ func (r *ingestReport) write(w io.Writer) {
 	fmt.Fprintf(tw, "  bench process CPU per event\t%s\t(%s)\n", r.perEvent(r.benchCPU), r.benchDoes())
 	fmt.Fprintf(tw, "  machine meanwhile\t%s\n", r.hostLoad())
 	fmt.Fprintf(tw, "  in the durable inbox\t%s\n", r.inbox())
-	if r.opts.target == "" {
+	if r.started() {
 		fmt.Fprintf(tw, "  turned into runs meanwhile\t%d\n", r.processed)
 	}
 	fmt.Fprintf(tw, "  server RSS\tidle %s\tpeak %s\n", benchMiB(r.idleRSS), benchMiB(r.peakRSS))
@@ -749,7 +754,7 @@ func (r *ingestReport) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "| machine meanwhile | %s |\n", r.hostLoad())
 	fmt.Fprintf(w, "| acknowledged events in the durable inbox | %s |\n", strings.ReplaceAll(r.inbox(), "\t", " "))
 	fmt.Fprintf(w, "| errors | %d of %d sent |\n", r.errors.n, r.sent)
-	if r.opts.target == "" {
+	if r.started() {
 		fmt.Fprintf(w, "| turned into runs during the bench | %d |\n", r.processed)
 	}
 	fmt.Fprintf(w, "| server RSS idle / peak | %s / %s |\n", benchMiB(r.idleRSS), benchMiB(r.peakRSS))
