@@ -70,6 +70,23 @@ type Inbox interface {
 	SettleInbox(ctx context.Context, platform, key, reason string, at time.Time) error
 }
 
+// InboxBacklog is how far a platform's inbox processors are behind: the
+// messages stored (and acknowledged to the platform) that no run or
+// settlement has processed yet, claimed ones included, and when the oldest
+// of them arrived.
+type InboxBacklog struct {
+	Waiting int64
+	Oldest  time.Time
+}
+
+// InboxBacklogger is an inbox that tells its backlog; the stores here
+// implement it, the metrics read it.
+type InboxBacklogger interface {
+	// InboxBacklog returns the backlog of every platform that has waiting
+	// messages; a platform with none is absent.
+	InboxBacklog(ctx context.Context) (map[string]InboxBacklog, error)
+}
+
 // ErrInboxClosed: the inbox writer stopped; the delivery was not stored.
 var ErrInboxClosed = errors.New("inbox writer is not running")
 

@@ -241,6 +241,9 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 	if dw != nil {
 		platforms[ichat.PlatformDiscord] = dw.notifier
 	}
+	for p := range platforms {
+		m.WatchInbox(p)
+	}
 	replies, err := ichat.NewReplies(ichat.RepliesConfig{Store: db, Platforms: platforms, Blobs: b.blobs, Clock: clock, Logger: log})
 	if err != nil {
 		return nil, err

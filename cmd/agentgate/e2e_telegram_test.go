@@ -220,10 +220,11 @@ func TestTelegramEndToEnd(t *testing.T) {
 		t.Fatalf("tool called %d times, want 1", n)
 	}
 	// The restarted process counted its Bot API calls and how long the
-	// run's steps waited for a worker.
+	// run's steps waited for a worker; every update it stored was processed.
 	status, metrics := g.do("GET", "/metrics", nil)
 	for _, want := range []string{`agentgate_platform_requests_total{outcome="ok",platform="telegram"}`,
-		`agentgate_queue_wait_seconds_count{kind="run"}`, "\nagentgate_queue_oldest_seconds "} {
+		`agentgate_queue_wait_seconds_count{kind="run"}`, "\nagentgate_queue_oldest_seconds ",
+		"\n" + `agentgate_inbox_waiting{platform="telegram"} 0` + "\n", "\n" + `agentgate_inbox_oldest_seconds{platform="telegram"} 0` + "\n"} {
 		if status != http.StatusOK || !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics (%d) lacks %s", status, want)
 		}

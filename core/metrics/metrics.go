@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -107,6 +108,7 @@ func New(store Counter, queue Depther, log *slog.Logger) *Metrics {
 		}, []string{"platform", "outcome"}),
 	}
 	m.store = &storeCollector{store: store, queue: queue, log: log, now: time.Now}
+	m.store.inbox, _ = store.(core.InboxBacklogger)
 	m.reg.MustRegister(m.finished, m.decisions, m.resume, m.wait, m.jobs, m.jobTime, m.pruned, m.queueWait, m.calls,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), m.store)
 	if c, ok := store.(Committer); ok {
@@ -122,6 +124,15 @@ func New(store Counter, queue Depther, log *slog.Logger) *Metrics {
 		m.RoundTrips("store", "PostgreSQL", t.RoundTrips)
 	}
 	return m
+}
+
+// WatchInbox names chat platforms whose inbox gauges
+// (agentgate_inbox_waiting, agentgate_inbox_oldest_seconds) are shown even
+// while none of their messages waits. Call it before serving.
+func (m *Metrics) WatchInbox(platforms ...string) {
+	m.store.mu.Lock()
+	defer m.store.mu.Unlock()
+	m.store.platforms = append(m.store.platforms, platforms...)
 }
 
 // RoundTrips registers agentgate_<name>_round_trips_total, the round trips
@@ -183,6 +194,11 @@ var (
 	depthDesc     = prometheus.NewDesc("agentgate_queue_depth", "Jobs waiting, delayed or in flight (not dead-lettered).", nil, nil)
 	oldestDesc    = prometheus.NewDesc("agentgate_queue_oldest_seconds",
 		"How long the job that has waited longest for a worker has been due (0 when none waits).", nil, nil)
+	inboxWaitingDesc = prometheus.NewDesc("agentgate_inbox_waiting",
+		"Chat messages stored and acknowledged to their platform that no run has taken yet, by platform.", []string{"platform"}, nil)
+	inboxOldestDesc = prometheus.NewDesc("agentgate_inbox_oldest_seconds",
+		"How long the oldest chat message waiting in the inbox has waited since it arrived, by platform (0 when none waits).",
+		[]string{"platform"}, nil)
 )
 
 // storeCollector reads counts from the store at scrape time, one count in
@@ -190,12 +206,14 @@ var (
 type storeCollector struct {
 	store Counter
 	queue Depther
+	inbox core.InboxBacklogger // nil: the store keeps no inbox
 	log   *slog.Logger
 	now   func() time.Time
 
-	mu     sync.Mutex
-	at     time.Time // when cached was counted; zero = never
-	cached []prometheus.Metric
+	mu        sync.Mutex
+	platforms []string  // shown in the inbox gauges even when none waits
+	at        time.Time // when cached was counted; zero = never
+	cached    []prometheus.Metric
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -204,6 +222,10 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- depthDesc
 	if _, ok := c.queue.(core.QueueAger); ok {
 		ch <- oldestDesc
+	}
+	if c.inbox != nil {
+		ch <- inboxWaitingDesc
+		ch <- inboxOldestDesc
 	}
 }
 
@@ -256,5 +278,32 @@ func (c *storeCollector) count() []prometheus.Metric {
 			c.log.Warn("metrics: queue oldest due", "err", err)
 		}
 	}
+	if c.inbox != nil {
+		c.countInbox(ctx, ch)
+	}
 	return out
+}
+
+// countInbox reads the inbox gauges: every platform watched, and any other
+// with messages waiting (left by an adapter that is off now).
+func (c *storeCollector) countInbox(ctx context.Context, ch func(prometheus.Metric)) {
+	backlog, err := c.inbox.InboxBacklog(ctx)
+	if err != nil {
+		c.log.Warn("metrics: inbox backlog", "err", err)
+		return
+	}
+	platforms := slices.Clone(c.platforms)
+	for p := range backlog {
+		platforms = append(platforms, p)
+	}
+	slices.Sort(platforms)
+	for _, p := range slices.Compact(platforms) {
+		b := backlog[p]
+		age := 0.0
+		if b.Waiting > 0 && !b.Oldest.IsZero() {
+			age = max(c.now().Sub(b.Oldest), 0).Seconds()
+		}
+		ch(prometheus.MustNewConstMetric(inboxWaitingDesc, prometheus.GaugeValue, float64(b.Waiting), p))
+		ch(prometheus.MustNewConstMetric(inboxOldestDesc, prometheus.GaugeValue, age, p))
+	}
 }

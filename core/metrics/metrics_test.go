@@ -118,3 +118,43 @@ func TestApprovalWait(t *testing.T) {
 		}
 	}
 }
+
+// withInbox is a store that also tells its inbox backlog.
+type withInbox struct {
+	*counts
+	backlog map[string]core.InboxBacklog
+}
+
+func (w withInbox) InboxBacklog(context.Context) (map[string]core.InboxBacklog, error) {
+	return w.backlog, nil
+}
+
+func TestInboxBacklogGauges(t *testing.T) {
+	c := &counts{}
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	store := withInbox{counts: c, backlog: map[string]core.InboxBacklog{
+		"slack":   {Waiting: 40, Oldest: now.Add(-90 * time.Second)},
+		"discord": {Waiting: 2, Oldest: now.Add(-3 * time.Second)}, // its adapter is off: shown anyway
+	}}
+	m := New(store, c, slog.New(slog.DiscardHandler))
+	m.store.now = func() time.Time { return now }
+	m.WatchInbox("slack", "telegram")
+	body := scrape(t, m)
+	for _, want := range []string{
+		`agentgate_inbox_waiting{platform="slack"} 40` + "\n", `agentgate_inbox_oldest_seconds{platform="slack"} 90` + "\n",
+		`agentgate_inbox_waiting{platform="telegram"} 0` + "\n", `agentgate_inbox_oldest_seconds{platform="telegram"} 0` + "\n",
+		`agentgate_inbox_waiting{platform="discord"} 2` + "\n", `agentgate_inbox_oldest_seconds{platform="discord"} 3` + "\n",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(body)
+	}
+
+	// A store without an inbox has no inbox gauges.
+	if body := scrape(t, newMetrics(c, &now)); strings.Contains(body, "agentgate_inbox_") {
+		t.Errorf("a store without an inbox shows inbox gauges:\n%s", body)
+	}
+}

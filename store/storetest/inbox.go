@@ -159,6 +159,60 @@ func testInboxCreateRun(t *testing.T, h Harness) {
 	wantJobs(t, h, r3.ID, r5.ID)
 }
 
+// testInboxBacklog: the backlog counts each platform's messages not yet
+// processed, claimed ones and ones waiting for a retry included, with the
+// oldest one's arrival; a platform with none is absent.
+func testInboxBacklog(t *testing.T, h Harness) {
+	ib := inboxOf(t, h)
+	bl, ok := h.Store.(core.InboxBacklogger)
+	if !ok {
+		t.Fatal("the store has an inbox but does not tell its backlog (core.InboxBacklogger)")
+	}
+	ctx := t.Context()
+	want := func(when string, exp map[string]core.InboxBacklog) {
+		t.Helper()
+		got, err := bl.InboxBacklog(ctx)
+		if err != nil {
+			t.Fatalf("InboxBacklog %s: %v", when, err)
+		}
+		if len(got) != len(exp) {
+			t.Fatalf("InboxBacklog %s = %+v, want %+v", when, got, exp)
+		}
+		for p, e := range exp {
+			if g, ok := got[p]; !ok || g.Waiting != e.Waiting || !g.Oldest.Equal(e.Oldest) {
+				t.Fatalf("InboxBacklog %s: %s = %+v, want %+v (all: %+v)", when, p, g, e, got)
+			}
+		}
+	}
+	want("of an empty inbox", map[string]core.InboxBacklog{})
+
+	appendInbox(t, ib, 4, inboxMsg("slack", "k1", at(time.Second)), inboxMsg("slack", "k2", at(2*time.Second)),
+		inboxMsg("slack", "k3", at(3*time.Second)), inboxMsg("telegram", "k1", at(5*time.Second)))
+	want("after four appends", map[string]core.InboxBacklog{
+		"slack":    {Waiting: 3, Oldest: at(time.Second)},
+		"telegram": {Waiting: 1, Oldest: at(5 * time.Second)},
+	})
+
+	// k1 becomes a run, k2 is claimed and then put back for a retry, k3 is
+	// settled without a run: only k2 waits.
+	wantClaim(t, ib, "n1", at(time.Minute), 2, []string{"k1", "k2"})
+	create(t, h, inboxRun("k1"))
+	if err := ib.RetryInbox(ctx, "slack", "k2", "model down", at(time.Hour)); err != nil {
+		t.Fatalf("RetryInbox: %v", err)
+	}
+	if err := ib.SettleInbox(ctx, "slack", "k3", "", at(time.Minute)); err != nil {
+		t.Fatalf("SettleInbox: %v", err)
+	}
+	want("after a run, a retry and a settlement", map[string]core.InboxBacklog{
+		"slack":    {Waiting: 1, Oldest: at(2 * time.Second)},
+		"telegram": {Waiting: 1, Oldest: at(5 * time.Second)},
+	})
+	if err := ib.SettleInbox(ctx, "telegram", "k1", "agent gone", at(time.Minute)); err != nil {
+		t.Fatalf("SettleInbox: %v", err)
+	}
+	want("once telegram's message failed", map[string]core.InboxBacklog{"slack": {Waiting: 1, Oldest: at(2 * time.Second)}})
+}
+
 // testInboxClaimConcurrent: processors claiming at once each get other
 // messages, and a message starts one run however many CreateRun calls race
 // for it (a processor whose claim ran out, a second replica).

@@ -64,6 +64,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Harness) {
 		{"InboxOrder", testInboxOrder},
 		{"InboxCreateRun", testInboxCreateRun},
 		{"InboxClaimConcurrent", testInboxClaimConcurrent},
+		{"InboxBacklog", testInboxBacklog},
 		{"InboxRestart", testInboxRestart},
 		{"ApprovalJobs", testApprovalJobs},
 		{"StartedBy", testStartedBy},

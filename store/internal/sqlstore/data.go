@@ -351,6 +351,26 @@ func (s Data) ClaimInbox(ctx context.Context, platform, owner string, now, until
 	return msgs, nil
 }
 
+// InboxBacklog implements core.InboxBacklogger (from the index of waiting
+// messages).
+func (s Data) InboxBacklog(ctx context.Context) (map[string]core.InboxBacklog, error) {
+	out := map[string]core.InboxBacklog{}
+	err := s.R.Query(ctx, `SELECT platform, COUNT(*), MIN(received_at) FROM inbox WHERE processed_at IS NULL GROUP BY platform`,
+		nil, func(r Row) error {
+			var platform string
+			var b core.InboxBacklog
+			if err := r.Scan(&platform, &b.Waiting, At(&b.Oldest)); err != nil {
+				return err
+			}
+			out[platform] = b
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("inbox backlog: %w", err)
+	}
+	return out, nil
+}
+
 // ReleaseInbox implements core.Inbox.
 func (s Data) ReleaseInbox(ctx context.Context, platform, owner string) (int, error) {
 	n, err := s.W.Exec(ctx, `UPDATE inbox SET claimed_by = '', claim_until = `+s.Dialect.Unset+`
