@@ -57,7 +57,7 @@ func newDiscord(ctx context.Context, cfg *config.Config, db storeDB, nodeID stri
 	} else if err := client.RegisterCommands(ctx, appID, discord.Commands()); err != nil {
 		return nil, fmt.Errorf("discord: register /agentgate for application %s (DISCORD_APPLICATION_ID): %w", appID, err)
 	}
-	notifier, err := discord.NewNotifier(ichat.NotifierConfig[*discord.Client]{Store: db, Client: client, Clock: clock, Logger: log})
+	notifier, err := discord.NewNotifier(ichat.NotifierConfig[*discord.Client]{Outbox: db, Client: client, Clock: clock, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -228,7 +228,7 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 	if err := jobs.HandleAll(rt.Handlers()); err != nil {
 		return nil, err
 	}
-	if err := jobs.HandleAll((&ichat.Approvals{Store: db, Renderers: renderers, Logger: log}).Handlers()); err != nil {
+	if err := jobs.HandleAll((&ichat.Approvals{Store: db, Renderers: renderers, Clock: clock, Logger: log}).Handlers()); err != nil {
 		return nil, err
 	}
 	platforms := map[string]ichat.Platform{} // who answers a chat run, by the run's platform

@@ -56,7 +56,7 @@ func newSlack(ctx context.Context, cfg *config.Config, db storeDB, nodeID string
 	if err != nil {
 		return nil, fmt.Errorf("slack: check the bot token: %w", err)
 	}
-	notifier, err := slack.NewNotifier(ichat.NotifierConfig[*slack.Client]{Store: db, Client: client, Clock: clock, Logger: log})
+	notifier, err := slack.NewNotifier(ichat.NotifierConfig[*slack.Client]{Outbox: db, Client: client, Clock: clock, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -62,7 +62,7 @@ func newTelegram(ctx context.Context, cfg *config.Config, db storeDB, nodeID str
 	if err := client.SetCommands(ctx, telegram.Commands); err != nil {
 		log.Warn("telegram: could not register the bot's commands (setMyCommands)", "err", err)
 	}
-	notifier, err := telegram.NewNotifier(ichat.NotifierConfig[*telegram.Client]{Store: db, Client: client, Clock: clock, Logger: log})
+	notifier, err := telegram.NewNotifier(ichat.NotifierConfig[*telegram.Client]{Outbox: db, Client: client, Clock: clock, Logger: log})
 	if err != nil {
 		return nil, err
 	}

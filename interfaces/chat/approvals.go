@@ -16,30 +16,37 @@ import (
 	"github.com/agentgate/agentgate/core/tracing"
 )
 
-// ApprovalRenderer shows approvals in one platform's conversations and keeps
-// them current: it posts a card with Approve / Deny buttons for a pending
-// approval and edits it to the outcome once decided, expired or cancelled.
+// ApprovalRenderer shows approvals in one platform's conversations: it
+// posts a card with Approve / Deny buttons and edits it to the outcome.
+// When to post and when to edit — once, however often and in whatever
+// order the approval's jobs run — is decided here, the same way on every
+// platform (cardFlow).
 type ApprovalRenderer interface {
-	// RenderApproval brings the card of approval a (of run r, in the
-	// conversation b) up to date. It may run more than once, and for an
-	// older state after a newer one: it must render what a says now and
-	// never post a second card.
-	RenderApproval(ctx context.Context, b core.Binding, a core.Approval, r core.Run) error
+	// PostCard posts the card of approval a (of run r) in conversation b
+	// under the outbox key, once (Sender.PostOnce); Sent.Ref is the
+	// platform's ref of the card.
+	PostCard(ctx context.Context, key string, b core.Binding, a core.Approval, r core.Run) (Sent, error)
+	// EditCard replaces the card at ref by a's state.
+	EditCard(ctx context.Context, ref string, b core.Binding, a core.Approval, r core.Run) error
 }
 
-// ApprovalStore is what the router reads; core.Store is one.
+// ApprovalStore is what the router reads, and the outbox the cards are
+// recorded in; core.Store is one.
 type ApprovalStore interface {
 	GetApproval(ctx context.Context, id string) (core.Approval, error)
 	GetRun(ctx context.Context, id string) (core.Run, error)
 	GetSession(ctx context.Context, id string) (core.Session, error)
+	core.Outbox
 }
 
 // Approvals routes the engine's approval jobs (core.JobApproval, committed
 // with every change of an approval) to the renderer of the conversation the
-// run belongs to. Runs outside chat conversations are skipped.
+// run belongs to, and keeps its card in step (cardFlow). Runs outside chat
+// conversations are skipped.
 type Approvals struct {
 	Store     ApprovalStore
 	Renderers map[string]ApprovalRenderer // by platform
+	Clock     core.Clock                  // default: the system clock
 	Logger    *slog.Logger
 }
 
@@ -68,9 +75,19 @@ func (a *Approvals) Handle(ctx context.Context, job core.Job) error {
 	if !ok || b.Channel == "" {
 		return nil
 	}
+	clock := a.Clock
+	if clock == nil {
+		clock = core.SystemClock{}
+	}
+	flow := cardFlow{Sender: Sender{Outbox: a.Store, Clock: clock, Logger: a.Logger, Platform: b.Platform}, Approvals: a.Store,
+		Post: func(ctx context.Context, key string, ap core.Approval) (Sent, error) {
+			return r.PostCard(ctx, key, b, ap, run)
+		},
+		Edit: func(ctx context.Context, ref string, ap core.Approval) error { return r.EditCard(ctx, ref, b, ap, run) },
+	}
 	ctx, span := tracing.Start(ctx, run.ID, tracing.SpanChatPost, attribute.String("agentgate.platform", b.Platform),
 		attribute.String("agentgate.post", "approval card"), attribute.String("agentgate.approval.id", ap.ID))
-	err = r.RenderApproval(ctx, b, ap, run)
+	err = flow.Render(ctx, core.CardKey(b.Platform, ap.ID), ap)
 	tracing.End(span, err)
 	return err
 }

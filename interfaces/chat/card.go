@@ -7,14 +7,14 @@ import (
 	"github.com/agentgate/agentgate/core"
 )
 
-// CardFlow keeps one platform's approval card in step with its approval,
+// cardFlow keeps one platform's approval card in step with its approval,
 // the same way on every platform: the card is posted once through the
 // outbox (key) while the approval is pending, edited to the outcome once
 // decided, and never posted twice — a post whose outcome is unknown leaves
 // no card rather than two. It tolerates jobs for the same approval running
 // out of order or at once.
-type CardFlow struct {
-	// Sender is the platform's: its outbox, clock and logger.
+type cardFlow struct {
+	// Sender records the card in the outbox and logs.
 	Sender
 	// Approvals reads an approval again after its card was posted.
 	Approvals interface {
@@ -27,7 +27,7 @@ type CardFlow struct {
 }
 
 // Render brings the card of a (as it is now) up to date.
-func (f CardFlow) Render(ctx context.Context, key string, a core.Approval) error {
+func (f cardFlow) Render(ctx context.Context, key string, a core.Approval) error {
 	state, ref, err := f.Outbox.SendRef(ctx, key)
 	switch {
 	case errors.Is(err, core.ErrNotFound) || err == nil && state == core.SendFailed:

@@ -55,32 +55,25 @@ type RoutineRunner interface {
 	TriggerIn(ctx context.Context, m core.ManualFire) (core.Run, error)
 }
 
-// NotifierStore is what a platform's notifier reads and records: the
-// approvals its cards show and the outbox its messages go through once.
-type NotifierStore interface {
-	GetApproval(ctx context.Context, id string) (core.Approval, error)
-	core.Outbox
-}
-
 // NotifierConfig configures a platform's notifier; C is its API client.
 type NotifierConfig[C comparable] struct {
-	Store  NotifierStore // required
-	Client C             // required
+	Outbox core.Outbox // required: every message is posted once through it
+	Client C           // required
 	Clock  core.Clock
 	Logger *slog.Logger
 }
 
-// Poster checks what platform's notifier needs (a store, a client), fills
-// the clock and logger left nil and returns its post-once: posts recorded
-// in the store's outbox, through the client; maybePosted is the platform's
+// Poster checks what platform's notifier needs (an outbox, a client),
+// fills the clock and logger left nil and returns its post-once: posts
+// recorded in the outbox, through the client; maybePosted is the platform's
 // error of a post that may have gone through.
 func (cfg NotifierConfig[C]) Poster(platform string, maybePosted error) (Poster[C], error) {
 	var none C
-	if cfg.Store == nil || cfg.Client == none {
-		return Poster[C]{}, fmt.Errorf("%s: the notifier needs a store and a client", platform)
+	if cfg.Outbox == nil || cfg.Client == none {
+		return Poster[C]{}, fmt.Errorf("%s: the notifier needs an outbox and a client", platform)
 	}
 	Defaults(&cfg.Clock, &cfg.Logger)
-	return NewPoster(platform, cfg.Store, cfg.Client, cfg.Clock, cfg.Logger, maybePosted), nil
+	return NewPoster(platform, cfg.Outbox, cfg.Client, cfg.Clock, cfg.Logger, maybePosted), nil
 }
 
 // Defaults fills a clock and a logger left nil: the system clock, a logger

@@ -55,18 +55,18 @@ func TestSenderPostsOnce(t *testing.T) {
 	}
 }
 
-// A notifier without its store or its client is refused at start, naming
-// the platform; with both, its posts go through the store's outbox.
+// A notifier without its outbox or its client is refused at start, naming
+// the platform; with both, its posts go through the outbox.
 func TestNotifierConfigPoster(t *testing.T) {
 	t.Parallel()
 	db := openDB(t)
 	type client struct{ posts int }
-	for _, cfg := range []chat.NotifierConfig[*client]{{Client: &client{}}, {Store: db}} {
-		if _, err := cfg.Poster("matrix", nil); err == nil || !strings.Contains(err.Error(), "matrix: the notifier needs a store and a client") {
+	for _, cfg := range []chat.NotifierConfig[*client]{{Client: &client{}}, {Outbox: db}} {
+		if _, err := cfg.Poster("matrix", nil); err == nil || !strings.Contains(err.Error(), "matrix: the notifier needs an outbox and a client") {
 			t.Errorf("Poster(%+v) = %v, want the notifier refused", cfg, err)
 		}
 	}
-	p, err := chat.NotifierConfig[*client]{Store: db, Client: &client{}}.Poster("matrix", nil)
+	p, err := chat.NotifierConfig[*client]{Outbox: db, Client: &client{}}.Poster("matrix", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

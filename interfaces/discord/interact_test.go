@@ -87,7 +87,7 @@ func newEnv(t *testing.T) *env {
 	if e.client, err = discord.NewClient(discord.ClientConfig{Token: discordtest.Token, APIURL: e.fake.APIURL(), Logger: log}); err != nil {
 		t.Fatal(err)
 	}
-	if e.notifier, err = discord.NewNotifier(chat.NotifierConfig[*discord.Client]{Store: db, Client: e.client, Logger: log}); err != nil {
+	if e.notifier, err = discord.NewNotifier(chat.NotifierConfig[*discord.Client]{Outbox: db, Client: e.client, Logger: log}); err != nil {
 		t.Fatal(err)
 	}
 	e.router = &chat.Approvals{Store: db, Renderers: map[string]chat.ApprovalRenderer{chat.PlatformDiscord: e.notifier}}

@@ -108,7 +108,7 @@ func TestGatewayMessages(t *testing.T) {
 // answers show every 10ms (chat.Live's pacing is tested in package chat).
 func newReplier(t *testing.T, e *env) *chat.Replies {
 	t.Helper()
-	r, err := discord.NewNotifier(chat.NotifierConfig[*discord.Client]{Store: e.db, Client: e.client})
+	r, err := discord.NewNotifier(chat.NotifierConfig[*discord.Client]{Outbox: e.db, Client: e.client})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func newGateway(t *testing.T, opts ...func(*slack.HandlerConfig)) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := slack.NewNotifier(chat.NotifierConfig[*slack.Client]{Store: db, Client: client, Logger: log})
+	rep, err := slack.NewNotifier(chat.NotifierConfig[*slack.Client]{Outbox: db, Client: client, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func newApprovalsEnv(t *testing.T) *approvalsEnv {
 	if e.client, err = slack.NewClient(slack.ClientConfig{Token: e.fake.Token, APIURL: e.fake.URL, ChannelInterval: -1}); err != nil {
 		t.Fatal(err)
 	}
-	if e.notifier, err = slack.NewNotifier(chat.NotifierConfig[*slack.Client]{Store: db, Client: e.client, Logger: log}); err != nil {
+	if e.notifier, err = slack.NewNotifier(chat.NotifierConfig[*slack.Client]{Outbox: db, Client: e.client, Logger: log}); err != nil {
 		t.Fatal(err)
 	}
 	e.router = &chat.Approvals{Store: db, Renderers: map[string]chat.ApprovalRenderer{chat.PlatformSlack: e.notifier}}

@@ -13,14 +13,12 @@ import (
 
 // Notifier posts what the engine has to say in Slack: runs' answers, live
 // while they are written (chat.Platform), routine results
-// (routine.ChatDeliverer) and approval cards
-// (chat.ApprovalRenderer): a Block Kit card with Approve and Deny buttons in
-// the run's thread while pending, edited to the outcome — whoever decided,
-// through whatever channel, or the expiry or cancellation — with the buttons
-// removed. The card is posted through the outbox, once.
+// (routine.ChatDeliverer) and approval cards (chat.ApprovalRenderer): a
+// Block Kit card with Approve and Deny buttons in the run's thread, edited
+// to the outcome with the buttons removed. Every message goes through the
+// outbox, once.
 type Notifier struct {
 	sender
-	approvals     chat.NotifierStore
 	streamRefused sync.Map // channel → true: Slack refused chat.startStream there
 	statusRefused sync.Map // channel → true: Slack refused assistant.threads.setStatus there
 }
@@ -37,29 +35,20 @@ func NewNotifier(cfg chat.NotifierConfig[*Client]) (*Notifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Notifier{sender: sender(p), approvals: cfg.Store}, nil
+	return &Notifier{sender: sender(p)}, nil
 }
 
-func cardKey(approvalID string) string { return core.CardKey(chat.PlatformSlack, approvalID) }
-
-// RenderApproval implements chat.ApprovalRenderer (see chat.CardFlow).
-func (c *Notifier) RenderApproval(ctx context.Context, b core.Binding, a core.Approval, r core.Run) error {
-	flow := chat.CardFlow{Sender: c.Sender, Approvals: c.approvals,
-		Post: func(ctx context.Context, key string, a core.Approval) (chat.Sent, error) {
-			card := c.card(a, r)
-			res, err := c.postOnce(ctx, key, b.Channel, b.Thread, ApprovalText(card), ApprovalBlocks(card, time.UTC))
-			return chat.Sent{Posted: res.Posted, State: res.State, Ref: res.TS}, err
-		},
-		Edit: func(ctx context.Context, ts string, a core.Approval) error {
-			card := c.card(a, r)
-			return c.Client.Update(ctx, b.Channel, ts, ApprovalText(card), ApprovalBlocks(card, time.UTC))
-		},
-	}
-	return flow.Render(ctx, cardKey(a.ID), a)
+// PostCard implements chat.ApprovalRenderer: the card in b's thread.
+func (c *Notifier) PostCard(ctx context.Context, key string, b core.Binding, a core.Approval, r core.Run) (chat.Sent, error) {
+	card := chat.Card(a, r, Approvers)
+	res, err := c.postOnce(ctx, key, b.Channel, b.Thread, ApprovalText(card), ApprovalBlocks(card, time.UTC))
+	return chat.Sent{Posted: res.Posted, State: res.State, Ref: res.TS}, err
 }
 
-func (c *Notifier) card(a core.Approval, r core.Run) chat.ApprovalCard {
-	return chat.Card(a, r, Approvers)
+// EditCard implements chat.ApprovalRenderer.
+func (c *Notifier) EditCard(ctx context.Context, ts string, b core.Binding, a core.Approval, r core.Run) error {
+	card := chat.Card(a, r, Approvers)
+	return c.Client.Update(ctx, b.Channel, ts, ApprovalText(card), ApprovalBlocks(card, time.UTC))
 }
 
 // DeliverResult implements routine.ChatDeliverer: text (Markdown) is posted

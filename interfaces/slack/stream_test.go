@@ -58,7 +58,7 @@ func newLiveBench(t *testing.T) *liveBench {
 func (b *liveBench) replier() *node {
 	b.t.Helper()
 	client, _ := newTestClient(b.t, b.fake, ClientConfig{})
-	r, err := NewNotifier(chat.NotifierConfig[*Client]{Store: b.store, Client: client})
+	r, err := NewNotifier(chat.NotifierConfig[*Client]{Outbox: b.store, Client: client})
 	if err != nil {
 		b.t.Fatal(err)
 	}

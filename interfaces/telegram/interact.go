@@ -32,7 +32,7 @@ var Commands = []models.BotCommand{
 func (h *Handler) callback(ctx context.Context, key string, req Request) error {
 	act := req.Action
 	if act.Confirmed { // the reply with a reason counts as a click on the card
-		if _, ref, err := h.cfg.Outbox.SendRef(ctx, cardKey(act.ApprovalID)); err == nil {
+		if _, ref, err := h.cfg.Outbox.SendRef(ctx, core.CardKey(chat.PlatformTelegram, act.ApprovalID)); err == nil {
 			act.MessageRef = ref
 		} else if !errors.Is(err, core.ErrNotFound) {
 			return err

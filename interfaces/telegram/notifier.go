@@ -19,10 +19,7 @@ import (
 // on every decision, and routine results (routine.ChatDeliverer). Cards name
 // Telegram users as their chat shows them (Client.Names), else by a mention.
 // Every message goes through the outbox, once.
-type Notifier struct {
-	sender
-	approvals chat.NotifierStore
-}
+type Notifier struct{ sender }
 
 // NewNotifier checks cfg and returns the notifier.
 func NewNotifier(cfg chat.NotifierConfig[*Client]) (*Notifier, error) {
@@ -30,7 +27,7 @@ func NewNotifier(cfg chat.NotifierConfig[*Client]) (*Notifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Notifier{sender: sender(p), approvals: cfg.Store}, nil
+	return &Notifier{sender(p)}, nil
 }
 
 var _ chat.Platform = (*Notifier)(nil)
@@ -103,30 +100,29 @@ func (n *Notifier) DeliverResult(ctx context.Context, b core.Binding, key, text 
 	return nil
 }
 
-func cardKey(approvalID string) string { return core.CardKey(chat.PlatformTelegram, approvalID) }
+// PostCard implements chat.ApprovalRenderer: a card with Approve / Deny
+// buttons in b's chat (and topic).
+func (n *Notifier) PostCard(ctx context.Context, key string, b core.Binding, a core.Approval, r core.Run) (chat.Sent, error) {
+	chatID, err := ChatID(b.Channel)
+	if err != nil {
+		return chat.Sent{}, core.Permanent(err)
+	}
+	text, plain, kb := n.card(ctx, chatID, a, r)
+	return n.postOnceOr(ctx, key, chatID, threadID(b.Thread), text, plain, kb)
+}
 
-// RenderApproval implements chat.ApprovalRenderer (see chat.CardFlow): a
-// pending approval gets a card with Approve / Deny buttons, posted once; a
-// decided one has its card edited to the outcome, without buttons.
-func (n *Notifier) RenderApproval(ctx context.Context, b core.Binding, a core.Approval, r core.Run) error {
+// EditCard implements chat.ApprovalRenderer: a decided approval's card
+// shows the outcome, without buttons.
+func (n *Notifier) EditCard(ctx context.Context, ref string, b core.Binding, a core.Approval, r core.Run) error {
 	chatID, err := ChatID(b.Channel)
 	if err != nil {
 		return core.Permanent(err)
 	}
-	flow := chat.CardFlow{Sender: n.Sender, Approvals: n.approvals,
-		Post: func(ctx context.Context, key string, a core.Approval) (chat.Sent, error) {
-			text, plain, kb := n.card(ctx, chatID, a, r)
-			return n.postOnceOr(ctx, key, chatID, threadID(b.Thread), text, plain, kb)
-		},
-		Edit: func(ctx context.Context, ref string, a core.Approval) error {
-			msgID, _ := strconv.Atoi(ref)
-			text, plain, kb := n.card(ctx, chatID, a, r)
-			return withoutMentions(text, plain, func(text string) error {
-				return n.Client.Edit(ctx, chatID, msgID, text, kb)
-			})
-		},
-	}
-	return flow.Render(ctx, cardKey(a.ID), a)
+	msgID, _ := strconv.Atoi(ref)
+	text, plain, kb := n.card(ctx, chatID, a, r)
+	return withoutMentions(text, plain, func(text string) error {
+		return n.Client.Edit(ctx, chatID, msgID, text, kb)
+	})
 }
 
 // card renders approval a's card for chat, naming its approvers and

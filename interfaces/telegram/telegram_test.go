@@ -143,7 +143,7 @@ func newEnv(t *testing.T, groupMode string, liveInterval ...time.Duration) *env 
 	if len(liveInterval) > 0 {
 		live = liveInterval[0]
 	}
-	if e.notifier, err = telegram.NewNotifier(chat.NotifierConfig[*telegram.Client]{Store: db, Client: e.client}); err != nil {
+	if e.notifier, err = telegram.NewNotifier(chat.NotifierConfig[*telegram.Client]{Outbox: db, Client: e.client}); err != nil {
 		t.Fatal(err)
 	}
 	replies, err := chat.NewReplies(chat.RepliesConfig{Store: db, Platforms: map[string]chat.Platform{chat.PlatformTelegram: e.notifier},
