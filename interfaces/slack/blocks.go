@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -80,10 +81,7 @@ func approvalContext(c chat.ApprovalCard, loc *time.Location) string {
 	}
 	switch c.Status {
 	case "", "pending":
-		who := c.Approvers
-		if who == "" {
-			who = "anyone in this conversation"
-		}
+		who := cmp.Or(c.Approvers, "anyone in this conversation")
 		s := "Who may approve: " + who
 		if !c.ExpiresAt.IsZero() {
 			s += " · Expires " + slackDate(c.ExpiresAt, "{date_short_pretty} {time}", c.ExpiresAt.In(loc).Format("Jan 2 15:04 MST"))

@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -26,10 +27,7 @@ func ephemeral(format string, args ...any) CommandReply {
 // is posted to the channel when its run finishes.
 func (h *Handler) command(ctx context.Context, req Request) (any, error) {
 	cmd, ic := req.Command, h.cfg.Interact
-	name := ic.Command
-	if name == "" {
-		name = "agentgate"
-	}
+	name := cmp.Or(ic.Command, "agentgate")
 	if cmd.Name != name {
 		return ephemeral("This app answers `/%s`, not `/%s`.", name, cmd.Name), nil
 	}

@@ -2,6 +2,7 @@ package slack
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -153,10 +154,7 @@ type innerEvent struct {
 func decodeFiles(v gjson.Result) []chat.InFile {
 	var out []chat.InFile
 	v.ForEach(func(_, f gjson.Result) bool {
-		url := f.Get("url_private_download").Str
-		if url == "" {
-			url = f.Get("url_private").Str
-		}
+		url := cmp.Or(f.Get("url_private_download").Str, f.Get("url_private").Str)
 		if url != "" {
 			out = append(out, chat.InFile{Ref: url, Name: f.Get("name").Str, MIME: f.Get("mimetype").Str, Size: f.Get("size").Int()})
 		}
@@ -297,10 +295,7 @@ func (p Parser) ParseEvent(body []byte) (Request, error) {
 		req.Ignored = "own message"
 		return req, nil
 	}
-	workspace := env.TeamID
-	if workspace == "" {
-		workspace = ev.Team
-	}
+	workspace := cmp.Or(env.TeamID, ev.Team)
 	dm := ev.ChannelType == "im" || (ev.ChannelType == "" && strings.HasPrefix(ev.Channel, "D"))
 	thread := ev.ThreadTS
 	if thread == "" && !dm {
@@ -407,22 +402,10 @@ func (p Parser) ParseInteraction(payload []byte) (Request, error) {
 	if cb.User.ID == "" || cb.TriggerID == "" {
 		return Request{}, malformed("block_actions without user or trigger_id")
 	}
-	channel := cb.Container.ChannelID
-	if channel == "" {
-		channel = cb.Channel.ID
-	}
-	ref := cb.Container.MessageTs
-	if ref == "" {
-		ref = cb.Message.Timestamp
-	}
-	thread := cb.Container.ThreadTs
-	if thread == "" {
-		thread = cb.Message.ThreadTimestamp
-	}
-	workspace := cb.Team.ID
-	if workspace == "" {
-		workspace = cb.User.TeamID
-	}
+	channel := cmp.Or(cb.Container.ChannelID, cb.Channel.ID)
+	ref := cmp.Or(cb.Container.MessageTs, cb.Message.Timestamp)
+	thread := cmp.Or(cb.Container.ThreadTs, cb.Message.ThreadTimestamp)
+	workspace := cmp.Or(cb.Team.ID, cb.User.TeamID)
 	return Request{
 		Kind:      KindAction,
 		DedupeKey: "action:" + act.ActionID + ":" + cb.TriggerID,

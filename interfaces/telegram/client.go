@@ -7,6 +7,7 @@ package telegram
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -223,10 +224,7 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string {
-	desc := e.Description
-	if desc == "" {
-		desc = "(no description)"
-	}
+	desc := cmp.Or(e.Description, "(no description)")
 	if e.Code != e.Status {
 		return fmt.Sprintf("telegram %s: HTTP %d: error %d: %s", e.Method, e.Status, e.Code, desc)
 	}

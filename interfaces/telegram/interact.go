@@ -1,6 +1,7 @@
 package telegram
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,10 +69,7 @@ func (h *Handler) askReason(ctx context.Context, key string, req Request, a core
 	if err != nil {
 		return core.Permanent(err)
 	}
-	who := act.UserName
-	if who == "" {
-		who = "You"
-	}
+	who := cmp.Or(act.UserName, "You")
 	text := Escape(fmt.Sprintf(reasonPrompt, who, a.Tool, a.ID, noReason))
 	force := &models.ForceReply{ForceReply: true, Selective: true, InputFieldPlaceholder: "Why deny " + a.Tool + "?"}
 	s := h.sender()
