@@ -300,7 +300,7 @@ func (c *storeCollector) countInbox(ctx context.Context, ch func(prometheus.Metr
 	for _, p := range slices.Compact(platforms) {
 		b := backlog[p]
 		age := 0.0
-		if b.Waiting > 0 && !b.Oldest.IsZero() {
+		if !b.Oldest.IsZero() { // zero: none waits
 			age = max(c.now().Sub(b.Oldest), 0).Seconds()
 		}
 		ch(prometheus.MustNewConstMetric(inboxWaitingDesc, prometheus.GaugeValue, float64(b.Waiting), p))

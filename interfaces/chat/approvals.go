@@ -75,11 +75,9 @@ func (a *Approvals) Handle(ctx context.Context, job core.Job) error {
 	if !ok || b.Channel == "" {
 		return nil
 	}
-	clock := a.Clock
-	if clock == nil {
-		clock = core.SystemClock{}
-	}
-	flow := cardFlow{Sender: Sender{Outbox: a.Store, Clock: clock, Logger: a.Logger, Platform: b.Platform}, Approvals: a.Store,
+	clock, log := a.Clock, a.Logger
+	Defaults(&clock, &log)
+	flow := cardFlow{Sender: Sender{Outbox: a.Store, Clock: clock, Logger: log, Platform: b.Platform}, Approvals: a.Store,
 		Post: func(ctx context.Context, key string, ap core.Approval) (Sent, error) {
 			return r.PostCard(ctx, key, b, ap, run)
 		},
