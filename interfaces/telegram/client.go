@@ -372,11 +372,12 @@ func apiError(err error) bool {
 	return errors.As(err, &tm) || errors.As(err, &mg) || strings.Contains(err.Error(), "error response from telegram")
 }
 
-// ChatID parses a chat id as bindings and targets hold it.
+// ChatID parses a chat id as bindings and targets hold it. Its error is
+// core.Permanent: a job or message naming such a chat is not retried.
 func ChatID(s string) (int64, error) {
 	id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("telegram: chat %q: must be a numeric chat id like -1001234567890", s)
+		return 0, core.Permanent(fmt.Errorf("telegram: chat %q: must be a numeric chat id like -1001234567890", s))
 	}
 	return id, nil
 }

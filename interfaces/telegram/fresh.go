@@ -76,7 +76,7 @@ func (h *Handler) fresh(ctx context.Context, cmd *chat.Command, thread string) e
 	}
 	id, err := ChatID(cmd.Channel)
 	if err != nil {
-		return core.Permanent(err)
+		return err
 	}
 	s := h.sender()
 	for n := gen + 1; n <= gen+8; n++ { // another replica may take n first

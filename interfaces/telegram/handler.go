@@ -173,7 +173,7 @@ func SessionID(agent string, in chat.Inbound) string {
 func (h *Handler) tell(ctx context.Context, key, channel, thread, text string) error {
 	id, err := ChatID(channel)
 	if err != nil {
-		return core.Permanent(err)
+		return err
 	}
 	s := h.sender()
 	_, err = s.postOnce(ctx, key, id, threadID(thread), text, nil)

@@ -67,7 +67,7 @@ func (h *Handler) askReason(ctx context.Context, key string, req Request, a core
 	act := req.Action
 	id, err := ChatID(act.Channel)
 	if err != nil {
-		return core.Permanent(err)
+		return err
 	}
 	who := cmp.Or(act.UserName, "You")
 	text := Escape(fmt.Sprintf(reasonPrompt, who, a.Tool, a.ID, noReason))

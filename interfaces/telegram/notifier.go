@@ -44,7 +44,7 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 	key := "reply:" + a.Run.ID
 	chatID, err := ChatID(a.Binding.Channel)
 	if err != nil {
-		return core.Permanent(err)
+		return err
 	}
 	if a.Live == "" {
 		err = n.DeliverResult(ctx, a.Binding, key, text)
@@ -89,7 +89,7 @@ func gone(err error) bool {
 func (n *Notifier) DeliverResult(ctx context.Context, b core.Binding, key, text string) error {
 	id, err := ChatID(b.Channel)
 	if err != nil {
-		return core.Permanent(err)
+		return err
 	}
 	for i, part := range Split(text, MaxMessageLen) {
 		k := "telegram:" + key + ":" + strconv.Itoa(i)
@@ -105,7 +105,7 @@ func (n *Notifier) DeliverResult(ctx context.Context, b core.Binding, key, text 
 func (n *Notifier) PostCard(ctx context.Context, key string, b core.Binding, a core.Approval, r core.Run) (chat.Sent, error) {
 	chatID, err := ChatID(b.Channel)
 	if err != nil {
-		return chat.Sent{}, core.Permanent(err)
+		return chat.Sent{}, err
 	}
 	text, plain, kb := n.card(ctx, chatID, a, r)
 	return n.postOnceOr(ctx, key, chatID, threadID(b.Thread), text, plain, kb)
@@ -116,7 +116,7 @@ func (n *Notifier) PostCard(ctx context.Context, key string, b core.Binding, a c
 func (n *Notifier) EditCard(ctx context.Context, ref string, b core.Binding, a core.Approval, r core.Run) error {
 	chatID, err := ChatID(b.Channel)
 	if err != nil {
-		return core.Permanent(err)
+		return err
 	}
 	msgID, _ := strconv.Atoi(ref)
 	text, plain, kb := n.card(ctx, chatID, a, r)
