@@ -113,8 +113,11 @@ func DefaultBackoff(attempt int) time.Duration {
 // job enqueued just after it still wakes the wait) or poll, and returns
 // ctx.Err() when ctx ends first. A value on one (nil: none) also ends a
 // wait: a signal meant for a single waiter, where wake's close wakes all.
+// When try finds no job but knows when the next one is due (next > 0: a
+// delayed job, a lease running out), the wait ends then if that comes
+// before poll.
 func WaitDequeue(ctx context.Context, poll time.Duration, wake func() <-chan struct{}, one <-chan struct{},
-	try func() (Job, bool, error)) (Job, error) {
+	try func() (j Job, ok bool, next time.Duration, err error)) (Job, error) {
 	timer := time.NewTimer(poll)
 	defer timer.Stop()
 	for {
@@ -122,7 +125,7 @@ func WaitDequeue(ctx context.Context, poll time.Duration, wake func() <-chan str
 			return Job{}, err
 		}
 		woken := wake()
-		j, ok, err := try()
+		j, ok, next, err := try()
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return Job{}, ctxErr
@@ -132,7 +135,11 @@ func WaitDequeue(ctx context.Context, poll time.Duration, wake func() <-chan str
 		if ok {
 			return j, nil
 		}
-		timer.Reset(poll)
+		wait := poll
+		if next > 0 && next < poll {
+			wait = next
+		}
+		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return Job{}, ctx.Err()

@@ -46,6 +46,9 @@ type storeDB interface {
 // beside them.
 type backend struct {
 	db storeDB
+	// leases keep the cluster-wide singletons on one process: the store's
+	// on PostgreSQL; in memory on SQLite, whose data dir one process locks.
+	leases lease.Store
 	// queue is what workers consume: the store's own, or Redis Streams fed
 	// by a relay from the store's outbox.
 	queue core.Queue
@@ -95,6 +98,7 @@ func (t *redisTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, error) {
 	var (
 		db      storeDB
+		leases  lease.Store
 		desc    string
 		janitor time.Duration
 		closeDB func() error
@@ -128,7 +132,7 @@ func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, e
 			lite.Close()
 			return nil, err
 		}
-		db, desc = lite, "sqlite "+lite.Path()
+		db, desc, leases = lite, "sqlite "+lite.Path(), &lease.Local{}
 		closeDB = func() error { defer unlock(); return lite.Close() }
 	}
 	if s.JanitorInterval > 0 {
@@ -137,7 +141,10 @@ func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, e
 	if closeDB == nil {
 		closeDB = db.Close
 	}
-	b := &backend{db: db, queue: db, close: closeDB, desc: desc, janitor: janitor, blobs: blobs,
+	if leases == nil {
+		leases = db
+	}
+	b := &backend{db: db, leases: leases, queue: db, close: closeDB, desc: desc, janitor: janitor, blobs: blobs,
 		pruners: []core.Pruner{db}}
 	if rm, ok := blobs.(core.BlobRemover); ok {
 		b.pruners = append(b.pruners, retention.Blobs{Refs: db, Store: rm})

@@ -73,9 +73,9 @@ func newDiscord(ctx context.Context, cfg *config.Config, db storeDB, nodeID stri
 }
 
 // gateway runs h's Gateway connection on the replica holding its lease.
-func (w *discordWiring) gateway(db storeDB, nodeID string, log *slog.Logger, h *discord.Handler) func(context.Context) error {
+func (w *discordWiring) gateway(leases lease.Store, nodeID string, log *slog.Logger, h *discord.Handler) func(context.Context) error {
 	return func(ctx context.Context) error {
-		lease.Run(ctx, db, leaseDiscordGateway, nodeID, leaseTTL, log, func(ctx context.Context) {
+		lease.Run(ctx, leases, leaseDiscordGateway, nodeID, leaseTTL, log, func(ctx context.Context) {
 			if err := h.RunGateway(ctx); err != nil {
 				log.Error("discord gateway stopped", "err", err)
 			}

@@ -293,7 +293,7 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 		if tw.webhook {
 			extra["POST /telegram/webhook"] = h
 		}
-		b.services = append(b.services, tw.services(h)...)
+		b.services = append(b.services, tw.services(h, b.leases)...)
 	}
 	if dw != nil {
 		h, err := dw.newHandler(eng, aps, rt, b.blobs)
@@ -301,7 +301,7 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 			return nil, err
 		}
 		extra["POST /discord/interactions"] = h
-		b.services = append(b.services, h.Start, dw.gateway(db, s.NodeID, log, h)) // inbox; Gateway on one replica
+		b.services = append(b.services, h.Start, dw.gateway(b.leases, s.NodeID, log, h)) // inbox; Gateway on one replica
 	}
 	for pattern, h := range extra {
 		extra[pattern] = webhookLimits(h)
@@ -377,13 +377,13 @@ func (g *Gateway) Start(ctx context.Context) error {
 	defer g.close()
 	defer cancel()
 
-	log, db, nodeID := g.log, g.b.db, g.s.NodeID
+	log, leases, nodeID := g.log, g.b.leases, g.s.NodeID
 	var wg sync.WaitGroup
 	errc := make(chan error, 4+len(g.b.services))
 	wg.Go(func() { errc <- g.eng.Start(runCtx) })
 	singleton := func(name string, start func(context.Context) error) {
 		wg.Go(func() {
-			lease.Run(runCtx, db, name, nodeID, leaseTTL, log, func(ctx context.Context) {
+			lease.Run(runCtx, leases, name, nodeID, leaseTTL, log, func(ctx context.Context) {
 				if err := start(ctx); err != nil {
 					log.Error("singleton stopped", "lease", name, "err", err)
 				}

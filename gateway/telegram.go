@@ -30,7 +30,7 @@ type telegramWiring struct {
 	newHandler func(eng *core.Engine, aps ichat.Decider, rt ichat.RoutineRunner, blobs core.Blobs) (*telegram.Handler, error)
 	// services are what Start runs for h: its inbox writer and processor,
 	// and without a webhook the poller, under a lease.
-	services func(h *telegram.Handler) []func(context.Context) error
+	services func(h *telegram.Handler, leases lease.Store) []func(context.Context) error
 }
 
 var telegramSecretPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
@@ -75,14 +75,14 @@ func newTelegram(ctx context.Context, cfg *config.Config, db storeDB, nodeID str
 			Parser: telegram.Parser{BotID: me.ID, BotUsername: me.Username, GroupMode: tc.Mode()}, Chats: tc.Chats,
 		})
 	}
-	tw.services = func(h *telegram.Handler) []func(context.Context) error {
+	tw.services = func(h *telegram.Handler, leases lease.Store) []func(context.Context) error {
 		svcs := []func(context.Context) error{h.Start}
 		if tw.webhook {
 			return svcs
 		}
 		poller := &telegram.Poller{Client: client, Sink: h, Logger: log}
 		return append(svcs, func(ctx context.Context) error {
-			lease.Run(ctx, db, leaseTelegramPoll, nodeID, leaseTTL, log, func(ctx context.Context) {
+			lease.Run(ctx, leases, leaseTelegramPoll, nodeID, leaseTTL, log, func(ctx context.Context) {
 				if err := poller.Start(ctx); err != nil {
 					log.Error("telegram poller stopped", "err", err)
 				}

@@ -36,8 +36,9 @@ func (db *DB) Enqueue(ctx context.Context, j core.Job) error {
 // are noticed within Options.PollInterval.
 func (db *DB) Dequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, error) {
 	db.startListener()
-	return core.WaitDequeue(ctx, db.opts.PollInterval, db.wakeCh, nil, func() (core.Job, bool, error) {
-		return db.TryDequeue(ctx, consumer, lease)
+	return core.WaitDequeue(ctx, db.opts.PollInterval, db.wakeCh, nil, func() (core.Job, bool, time.Duration, error) {
+		j, ok, err := db.TryDequeue(ctx, consumer, lease)
+		return j, ok, 0, err
 	})
 }
 

@@ -47,8 +47,10 @@ type Options struct {
 	// Backoff is the delay before retry number attempt (1-based) of a failed
 	// job. Default: 1s·2^(attempt-1), capped at 5 minutes.
 	Backoff func(attempt int) time.Duration
-	// PollInterval is how often a waiting Dequeue checks for due jobs that no
-	// local Enqueue announced (delayed jobs, expired leases). Default 250ms.
+	// PollInterval is the longest a waiting Dequeue sleeps without news. It
+	// is woken at once by every change that makes a job due (this DB is the
+	// only writer: the gateway locks the data dir) and when the next delayed
+	// job or lease is due, so the poll is a safety net. Default 5s.
 	PollInterval time.Duration
 }
 
@@ -97,7 +99,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		opts.Backoff = DefaultBackoff
 	}
 	if opts.PollInterval <= 0 {
-		opts.PollInterval = 250 * time.Millisecond
+		opts.PollInterval = 5 * time.Second
 	}
 	syncMode := strings.ToUpper(opts.Synchronous)
 	if syncMode == "" {

@@ -33,8 +33,10 @@ func (db *DB) Enqueue(ctx context.Context, j core.Job) error {
 }
 
 // Dequeue blocks until a job is due and leases it to consumer; see
-// core.Queue. Jobs enqueued through this DB wake it at once; delayed jobs and
-// expired leases are noticed within Options.PollInterval.
+// core.Queue. One process owns the database, so every change that makes a
+// job due (enqueue, retry, recovery) wakes it at once; a delayed job or a
+// lease running out wakes it when due. Options.PollInterval bounds a wait
+// with no news.
 func (db *DB) Dequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, error) {
 	idle := false // this waiter found nothing due and waits (counted in hand.idle)
 	setIdle := func(v bool) {
@@ -55,14 +57,14 @@ func (db *DB) Dequeue(ctx context.Context, consumer string, lease time.Duration)
 	}
 	defer setIdle(false)
 	// A handed-off job wakes one waiter (handCh), not all as an enqueue does.
-	return core.WaitDequeue(ctx, db.opts.PollInterval, db.wakeCh, db.handCh, func() (core.Job, bool, error) {
+	return core.WaitDequeue(ctx, db.opts.PollInterval, db.wakeCh, db.handCh, func() (core.Job, bool, time.Duration, error) {
 		setIdle(false)
 		if j, ok := db.handedOff(consumer); ok {
-			return j, true, nil
+			return j, true, 0, nil
 		}
-		j, ok, err := db.TryDequeue(ctx, consumer, lease)
+		j, ok, next, err := db.tryDequeue(ctx, consumer, lease)
 		setIdle(err == nil && !ok)
-		return j, ok, err
+		return j, ok, next, err
 	})
 }
 
@@ -145,32 +147,59 @@ func (db *DB) handedOff(consumer string) (core.Job, bool) {
 // MaxAttempts is its effective limit (the queue default when it was
 // enqueued with 0), and RunAt is when it became due.
 func (db *DB) TryDequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, bool, error) {
+	j, ok, _, err := db.tryDequeue(ctx, consumer, lease)
+	return j, ok, err
+}
+
+// nextDueStmt finds when the next job is due: a waiting job's visible_at,
+// or when a delivered job's lease runs out.
+const nextDueStmt = `SELECT MIN(visible_at) FROM jobs WHERE dead_at IS NULL`
+
+// untilDue reads nextDueStmt's row: whether a job is due at now, else how
+// long until one is (0: no job at all).
+func untilDue(row *sql.Row, now time.Time) (bool, time.Duration, error) {
+	var at sql.NullInt64
+	if err := row.Scan(&at); err != nil {
+		return false, 0, err
+	}
+	if !at.Valid {
+		return false, 0, nil
+	}
+	if wait := time.Unix(0, at.Int64).Sub(now); wait > 0 {
+		return false, wait, nil
+	}
+	return true, 0, nil
+}
+
+// tryDequeue is TryDequeue; when no job is due it also says how long until
+// the next one is (0: the table holds none).
+func (db *DB) tryDequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, bool, time.Duration, error) {
 	if err := sqlstore.CheckDequeue(consumer, lease); err != nil {
-		return core.Job{}, false, err
+		return core.Job{}, false, 0, err
 	}
 	// Look on a reader first: workers woken together by one enqueue, and
 	// polls that find nothing, take no write transaction.
-	var due int
-	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM jobs
-		WHERE dead_at IS NULL AND visible_at <= ? LIMIT 1)`, db.opts.Clock.Now().UnixNano()).Scan(&due); err != nil {
-		return core.Job{}, false, fmt.Errorf("dequeue: %w", err)
+	due, next, err := untilDue(db.r.QueryRowContext(ctx, nextDueStmt), db.opts.Clock.Now())
+	if err != nil {
+		return core.Job{}, false, 0, fmt.Errorf("dequeue: %w", err)
 	}
-	if due == 0 {
-		return core.Job{}, false, nil
+	if !due {
+		return core.Job{}, false, next, nil
 	}
 	var (
 		j  core.Job
 		ok bool
 	)
-	err := db.tx(ctx, func(tx *txn) error {
+	err = db.tx(ctx, func(tx *txn) error {
 		now := db.opts.Clock.Now()
 		for {
 			var err error
 			j, err = sqlstore.ScanJob(tx.QueryRowContext(ctx, `SELECT `+sqlstore.JobCols+` FROM jobs
 				WHERE dead_at IS NULL AND visible_at <= ?
 				ORDER BY visible_at, rowid LIMIT 1`, now.UnixNano()), db.opts.MaxAttempts)
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil
+			if errors.Is(err, sql.ErrNoRows) { // taken by another consumer, or dead-lettered above
+				_, next, err = untilDue(tx.QueryRowContext(ctx, nextDueStmt), now)
+				return err
 			}
 			if err != nil {
 				return err
@@ -197,12 +226,32 @@ func (db *DB) TryDequeue(ctx context.Context, consumer string, lease time.Durati
 		}
 	})
 	if err != nil {
-		return core.Job{}, false, fmt.Errorf("dequeue: %w", err)
+		return core.Job{}, false, 0, fmt.Errorf("dequeue: %w", err)
 	}
 	if !ok {
-		return core.Job{}, false, nil
+		return core.Job{}, false, next, nil
 	}
-	return j, true, nil
+	return j, true, 0, nil
+}
+
+// Fail implements core.Queue. A retry is due later: waiting consumers are
+// woken to sleep until then instead of until their poll.
+func (db *DB) Fail(ctx context.Context, j core.Job, reason string, retryAfter time.Duration) (bool, error) {
+	dead, err := db.Jobs.Fail(ctx, j, reason, retryAfter)
+	if err == nil && !dead {
+		db.wake()
+	}
+	return dead, err
+}
+
+// Keep implements relay.Keeper; like Fail, it wakes waiting consumers to
+// learn the job's new due time.
+func (db *DB) Keep(ctx context.Context, j core.Job, until time.Time) error {
+	err := db.Jobs.Keep(ctx, j, until)
+	if err == nil {
+		db.wake()
+	}
+	return err
 }
 
 // ackTx acks j inside tx when it still holds its lease (core.Finish.Ack);
