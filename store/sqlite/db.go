@@ -273,6 +273,12 @@ func (db *DB) wakeCh() <-chan struct{} {
 	return db.notify
 }
 
+// coalesceStmt moves a waiting job with key (?2) earlier to ?1. Its WHERE
+// names every term of the partial index jobs_key, which SQLite needs to use
+// it.
+const coalesceStmt = `UPDATE jobs SET visible_at = MIN(visible_at, ?)
+	WHERE key = ? AND key <> '' AND consumer = '' AND dead_at IS NULL`
+
 // enqueueTx inserts job j inside tx (the transactional enqueue used by the
 // store's state changes and by Enqueue). A non-empty key is coalesced into a
 // waiting, undelivered job with the same key. The caller must call db.wake()
@@ -283,8 +289,7 @@ func (db *DB) enqueueTx(ctx context.Context, tx *txn, j core.Job) error {
 	runAt := j.RunAt
 	if j.Key != "" {
 		// A waiting job with this key already exists: move it earlier if needed.
-		res, err := tx.ExecContext(ctx, `UPDATE jobs SET visible_at = MIN(visible_at, ?)
-			WHERE key = ? AND consumer = '' AND dead_at IS NULL`, runAt.UnixNano(), j.Key)
+		res, err := tx.ExecContext(ctx, coalesceStmt, runAt.UnixNano(), j.Key)
 		if err != nil {
 			return fmt.Errorf("enqueue %s: %w", j.Kind, err)
 		}
