@@ -49,6 +49,9 @@ type backend struct {
 	// leases keep the cluster-wide singletons on one process: the store's
 	// on PostgreSQL; in memory on SQLite, whose data dir one process locks.
 	leases lease.Store
+	// alone: no other process writes the store (SQLite), so what this
+	// process did not change stays as it left it.
+	alone bool
 	// queue is what workers consume: the store's own, or Redis Streams fed
 	// by a relay from the store's outbox.
 	queue core.Queue
@@ -99,6 +102,7 @@ func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, e
 	var (
 		db      storeDB
 		leases  lease.Store
+		alone   bool
 		desc    string
 		janitor time.Duration
 		closeDB func() error
@@ -132,7 +136,7 @@ func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, e
 			lite.Close()
 			return nil, err
 		}
-		db, desc, leases = lite, "sqlite "+lite.Path(), &lease.Local{}
+		db, desc, leases, alone = lite, "sqlite "+lite.Path(), &lease.Local{}, true
 		closeDB = func() error { defer unlock(); return lite.Close() }
 	}
 	if s.JanitorInterval > 0 {
@@ -144,7 +148,7 @@ func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, e
 	if leases == nil {
 		leases = db
 	}
-	b := &backend{db: db, leases: leases, queue: db, close: closeDB, desc: desc, janitor: janitor, blobs: blobs,
+	b := &backend{db: db, leases: leases, alone: alone, queue: db, close: closeDB, desc: desc, janitor: janitor, blobs: blobs,
 		pruners: []core.Pruner{db}}
 	if rm, ok := blobs.(core.BlobRemover); ok {
 		b.pruners = append(b.pruners, retention.Blobs{Refs: db, Store: rm})

@@ -219,7 +219,7 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 		chatDeliver[ichat.PlatformDiscord] = dw.notifier
 		renderers[ichat.PlatformDiscord] = dw.notifier
 	}
-	rt, err := newRoutines(ctx, cfg, db, clock, log, chatDeliver)
+	rt, err := newRoutines(ctx, cfg, db, b.alone, clock, log, chatDeliver)
 	if err != nil {
 		return nil, err
 	}

@@ -28,8 +28,14 @@ type Config struct {
 	// Clock tells the time for due times. Default: the system clock.
 	Clock  core.Clock
 	Logger *slog.Logger
-	// Interval is how often Start ticks. Default 1s.
+	// Interval is how often Start looks for due routines. Default 1s.
 	Interval time.Duration
+	// Alone says that no other process changes the store's routines (the
+	// embedded store: one gateway locks its data dir). Start then sleeps
+	// until the next routine is due or until a change made through this
+	// Scheduler, and Interval only bounds a sleep (a timer's clock stands
+	// still while the machine sleeps). Needs a store with NextRoutineDue.
+	Alone bool
 	// Grace is how late a due time may be noticed and still fire as
 	// scheduled. A due time noticed later — the gateway was down — is
 	// missed and handled by the routine's missed policy; so is a due time
@@ -69,7 +75,9 @@ type Config struct {
 type Scheduler struct {
 	cfg     Config
 	log     *slog.Logger
-	guarded *http.Client // posts deliveries to URLs the operator did not write
+	guarded *http.Client  // posts deliveries to URLs the operator did not write
+	next    NextDuer      // cfg.Store when Alone
+	changed chan struct{} // a routine may be due sooner (Alone)
 
 	mu sync.RWMutex
 	// fileDeliverTo is each config routine's deliver_to as the file (the
@@ -103,7 +111,29 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.Agents != nil {
 		cfg.Agents = slices.Sorted(slices.Values(cfg.Agents))
 	}
-	return &Scheduler{cfg: cfg, log: cfg.Logger, guarded: cfg.Egress.Client(30 * time.Second)}, nil
+	s := &Scheduler{cfg: cfg, log: cfg.Logger, guarded: cfg.Egress.Client(30 * time.Second), changed: make(chan struct{}, 1)}
+	if cfg.Alone {
+		next, ok := cfg.Store.(NextDuer)
+		if !ok {
+			return nil, errors.New("routine: Alone needs a store that tells when the next routine is due (NextRoutineDue)")
+		}
+		s.next = next
+	}
+	return s, nil
+}
+
+// NextDuer is a routine store that tells when its next enabled routine is
+// due (the zero time when none is).
+type NextDuer interface {
+	NextRoutineDue(ctx context.Context) (time.Time, error)
+}
+
+// change tells Start that a routine may be due sooner than it sleeps.
+func (s *Scheduler) change() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
 }
 
 const (
@@ -134,6 +164,7 @@ func (s *Scheduler) Sync(ctx context.Context, defs []core.RoutineDef) error {
 	if err := s.cfg.Store.SyncRoutines(ctx, defs, now); err != nil {
 		return fmt.Errorf("sync routines: %w", err)
 	}
+	s.change()
 	file := make(map[string]string, len(defs))
 	for _, d := range defs {
 		file[d.ID] = d.DeliverTo
@@ -158,30 +189,69 @@ func (s *Scheduler) operatorTarget(r core.Routine) bool {
 	return ok && to == r.DeliverTo
 }
 
-// Start ticks every Interval until ctx ends. Tick errors are logged and
-// retried on the next tick.
+// Start ticks every Interval (Alone: when the next routine is due) until
+// ctx ends. Tick errors are logged and retried a second later at most.
 func (s *Scheduler) Start(ctx context.Context) error {
-	t := time.NewTicker(s.cfg.Interval)
-	defer t.Stop()
+	timer := time.NewTimer(s.cfg.Interval)
+	defer timer.Stop()
 	for {
-		if _, err := s.Tick(ctx); err != nil && ctx.Err() == nil {
+		_, listed, err := s.tick(ctx)
+		if err != nil && ctx.Err() == nil {
 			s.log.Warn("routine tick", "err", err)
 		}
+		wait := s.cfg.Interval
+		if s.next != nil {
+			wait = s.untilDue(ctx, wait, err == nil && listed == dueBatch)
+		}
+		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-timer.C:
+		case <-s.changed:
 		}
+	}
+}
+
+// untilDue is how long Start sleeps when Alone: until the next routine is
+// due, at most max. A routine still due after a tick is looked at again at
+// once when the tick took a full batch (more may wait), else after a second
+// (its fire failed or lost a race; a tick would retry it as often).
+func (s *Scheduler) untilDue(ctx context.Context, max time.Duration, full bool) time.Duration {
+	at, err := s.next.NextRoutineDue(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("routine next due", "err", err)
+		}
+		return min(max, time.Second)
+	}
+	if at.IsZero() {
+		return max
+	}
+	d := at.Sub(s.cfg.Clock.Now())
+	switch {
+	case d > 0:
+		return min(max, d)
+	case full:
+		return 0
+	default:
+		return min(max, time.Second)
 	}
 }
 
 // Tick fires every routine that is due now and returns how many runs it
 // created. A routine another scheduler fired first is left alone.
 func (s *Scheduler) Tick(ctx context.Context) (int, error) {
+	n, _, err := s.tick(ctx)
+	return n, err
+}
+
+// tick is Tick; it also says how many due routines it listed.
+func (s *Scheduler) tick(ctx context.Context) (int, int, error) {
 	now := s.cfg.Clock.Now().UTC()
 	due, err := s.cfg.Store.DueRoutines(ctx, now, dueBatch)
 	if err != nil {
-		return 0, fmt.Errorf("due routines: %w", err)
+		return 0, 0, fmt.Errorf("due routines: %w", err)
 	}
 	var errs []error
 	fired := 0
@@ -192,7 +262,7 @@ func (s *Scheduler) Tick(ctx context.Context) (int, error) {
 		}
 		fired += n
 	}
-	return fired, errors.Join(errs...)
+	return fired, len(due), errors.Join(errs...)
 }
 
 // fire plans and commits the fire of a due routine.
@@ -352,7 +422,11 @@ func (s *Scheduler) Enable(ctx context.Context, id string) (core.Routine, error)
 		return core.Routine{}, fmt.Errorf("routine %s: %w", id, err)
 	}
 	now := s.cfg.Clock.Now().UTC()
-	return s.cfg.Store.SetRoutineEnabled(ctx, id, core.RoutineToggle{Enabled: true, NextFireAt: sched.Next(now), At: now})
+	r, err = s.cfg.Store.SetRoutineEnabled(ctx, id, core.RoutineToggle{Enabled: true, NextFireAt: sched.Next(now), At: now})
+	if err == nil {
+		s.change()
+	}
+	return r, err
 }
 
 // Disable switches routine id off: it fires no more until enabled.
@@ -445,6 +519,7 @@ func (s *Scheduler) Create(ctx context.Context, id string, in core.RoutineSpec) 
 	if err != nil {
 		return core.Routine{}, err
 	}
+	s.change()
 	s.log.Info("routine created", "routine", id, "agent", d.AgentID, "schedule", d.Schedule, "enabled", d.Enabled)
 	return r, nil
 }
@@ -505,6 +580,7 @@ func (s *Scheduler) Update(ctx context.Context, id string, in core.RoutineSpec) 
 	if err != nil {
 		return core.Routine{}, err
 	}
+	s.change()
 	s.log.Info("routine updated", "routine", id, "enabled", r.Enabled)
 	return r, nil
 }

@@ -799,3 +799,47 @@ func TestCreateUpdateDeleteRoutine(t *testing.T) {
 		t.Errorf("history after delete = %+v, %v; want the fired run kept", h.Items, err)
 	}
 }
+
+// On a store no other process writes (Alone), Start sleeps until the next
+// routine is due: a routine created while it sleeps, and each later due
+// time, fire although the interval it would otherwise tick at is an hour.
+func TestAloneSleepsUntilDue(t *testing.T) {
+	ctx := t.Context()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db"), sqlite.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s, err := routine.New(routine.Config{Store: db, Runs: db, Logger: quiet, Alone: true, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Start(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	time.Sleep(50 * time.Millisecond) // Start has looked, found nothing and sleeps
+	if _, err := s.Create(ctx, "often", core.RoutineSpec{Agent: str("ops"), Schedule: str("@every 1s"), Input: str("x")}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h, err := db.RoutineHistory(ctx, "often", core.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h.Items) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("history after 10s = %d entries, want 2 fires of an @every 1s routine", len(h.Items))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := routine.New(routine.Config{Store: routineStoreOnly{db}, Runs: db, Alone: true}); err == nil {
+		t.Error("Alone on a store that cannot say when the next routine is due: no error")
+	}
+}
+
+// routineStoreOnly hides every method of the store but core.RoutineStore's.
+type routineStoreOnly struct{ core.RoutineStore }

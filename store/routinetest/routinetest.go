@@ -5,6 +5,7 @@
 package routinetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,6 +51,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Harness) {
 		{"Delete", testDelete},
 		{"List", testList},
 		{"DueRoutines", testDueRoutines},
+		{"NextRoutineDue", testNextRoutineDue},
 		{"Fire", testFire},
 		{"FireConflict", testFireConflict},
 		{"FireConcurrent", testFireConcurrent},
@@ -348,6 +350,24 @@ func testDueRoutines(t *testing.T, h Harness) {
 	}
 	if due, _ := h.Routines.DueRoutines(t.Context(), at(59*time.Minute), 0); len(due) != 0 {
 		t.Errorf("nothing is due before +1h, got %d", len(due))
+	}
+}
+
+// testNextRoutineDue: a store that says when its next routine is due (the
+// embedded scheduler sleeps until then) names the earliest enabled one.
+func testNextRoutineDue(t *testing.T, h Harness) {
+	nd, ok := h.Routines.(interface { // routine.NextDuer
+		NextRoutineDue(ctx context.Context) (time.Time, error)
+	})
+	if !ok {
+		t.Skip("the store does not tell when its next routine is due")
+	}
+	if got, err := nd.NextRoutineDue(t.Context()); err != nil || !got.IsZero() {
+		t.Fatalf("no routines: next due %v, %v; want the zero time", got, err)
+	}
+	syncDefs(t, h, t0, def("off", false, at(time.Minute)), def("late", true, at(2*time.Hour)), def("soon", true, at(time.Hour)))
+	if got, err := nd.NextRoutineDue(t.Context()); err != nil || !got.Equal(at(time.Hour)) {
+		t.Errorf("next due = %v, %v; want +1h (the earliest enabled routine)", got, err)
 	}
 }
 

@@ -208,6 +208,21 @@ func (s Routines) DueRoutines(ctx context.Context, now time.Time, limit int) ([]
 	return out, nil
 }
 
+// NextRoutineDue implements routine.NextDuer: when the next enabled
+// routine is due, the zero time when none is.
+func (s Routines) NextRoutineDue(ctx context.Context) (time.Time, error) {
+	var at *time.Time
+	err := One(ctx, s.R, `SELECT MIN(next_fire_at) FROM routines WHERE enabled = TRUE AND next_fire_at IS NOT NULL`, nil,
+		func(r Row) error { return r.Scan(AtOpt(&at)) })
+	if err != nil {
+		return time.Time{}, fmt.Errorf("next routine due: %w", err)
+	}
+	if at == nil {
+		return time.Time{}, nil
+	}
+	return *at, nil
+}
+
 // RoutineHistory implements core.RoutineStore; the cursor is the row
 // number of the last entry.
 func (s Routines) RoutineHistory(ctx context.Context, id string, o core.ListOptions) (core.Page[core.RoutineEntry], error) {
