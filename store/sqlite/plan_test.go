@@ -5,35 +5,49 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentgate/agentgate/store/internal/sqlstore"
 )
 
-// A keyed enqueue finds the waiting job it joins through jobs_key instead of
-// reading every live job: with a backlog, each enqueue would cost as much as
-// the backlog is long.
-func TestCoalesceUsesTheKeyIndex(t *testing.T) {
+// The hot lookups find their rows through their index instead of reading
+// the table: SQLite uses a partial index only when the query names its
+// condition as the index does, and without it each lookup costs as much as
+// the table is long — a keyed enqueue with a backlog of jobs, the routine
+// scheduler's look with many routines.
+func TestLookupsUseTheirIndexes(t *testing.T) {
 	db, err := Open(t.Context(), filepath.Join(t.TempDir(), "db"), Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	rows, err := db.r.QueryContext(t.Context(), `EXPLAIN QUERY PLAN `+coalesceStmt, int64(1), "ses_1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+	for _, tc := range []struct {
+		name, stmt string
+		args       []any
+		want       string
+	}{
+		{"coalescing enqueue", coalesceStmt, []any{int64(1), "ses_1"}, "USING INDEX jobs_key (key=?)"},
+		{"due routines", sqlstore.DueRoutinesStmt, []any{int64(1), 100}, "INDEX routines_due"},
+		{"next routine due", sqlstore.NextRoutineDueStmt, nil, "INDEX routines_due"},
+	} {
+		rows, err := db.r.QueryContext(t.Context(), `EXPLAIN QUERY PLAN `+tc.stmt, tc.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
 			t.Fatal(err)
 		}
-		plan = append(plan, detail)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(plan, "; "); !strings.Contains(got, "USING INDEX jobs_key (key=?)") {
-		t.Fatalf("coalescing enqueue plan = %q, want a search of jobs_key", got)
+		if got := strings.Join(plan, "; "); !strings.Contains(got, tc.want) || strings.Contains(got, "TEMP B-TREE") {
+			t.Errorf("%s: plan %q, want %q and no sort", tc.name, got, tc.want)
+		}
 	}
 }

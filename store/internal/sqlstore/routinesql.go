@@ -197,11 +197,19 @@ func (s Routines) ListRoutines(ctx context.Context, f core.RoutineFilter) (core.
 	return page, nil
 }
 
+// DueRoutinesStmt lists the routines due at ?1, earliest first, up to ?2;
+// NextRoutineDueStmt says when the next one is. Both name routines_due's
+// condition as its definition does (enabled = TRUE), or SQLite does not use
+// the partial index.
+const (
+	DueRoutinesStmt = `SELECT ` + RoutineCols + ` FROM routines
+		WHERE enabled = TRUE AND next_fire_at IS NOT NULL AND next_fire_at <= ? ORDER BY next_fire_at, id LIMIT ?`
+	NextRoutineDueStmt = `SELECT MIN(next_fire_at) FROM routines WHERE enabled = TRUE AND next_fire_at IS NOT NULL`
+)
+
 // DueRoutines implements core.RoutineStore.
 func (s Routines) DueRoutines(ctx context.Context, now time.Time, limit int) ([]core.Routine, error) {
-	out, err := Collect(ctx, s.R, `SELECT `+RoutineCols+` FROM routines
-		WHERE enabled = TRUE AND next_fire_at IS NOT NULL AND next_fire_at <= ? ORDER BY next_fire_at, id LIMIT ?`,
-		[]any{now, s.Dialect.Limit(limit)}, scanRoutineRow)
+	out, err := Collect(ctx, s.R, DueRoutinesStmt, []any{now, s.Dialect.Limit(limit)}, scanRoutineRow)
 	if err != nil {
 		return nil, fmt.Errorf("due routines: %w", err)
 	}
@@ -212,7 +220,7 @@ func (s Routines) DueRoutines(ctx context.Context, now time.Time, limit int) ([]
 // routine is due, the zero time when none is.
 func (s Routines) NextRoutineDue(ctx context.Context) (time.Time, error) {
 	var at *time.Time
-	err := One(ctx, s.R, `SELECT MIN(next_fire_at) FROM routines WHERE enabled = TRUE AND next_fire_at IS NOT NULL`, nil,
+	err := One(ctx, s.R, NextRoutineDueStmt, nil,
 		func(r Row) error { return r.Scan(AtOpt(&at)) })
 	if err != nil {
 		return time.Time{}, fmt.Errorf("next routine due: %w", err)
