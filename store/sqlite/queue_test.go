@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -82,5 +83,26 @@ func BenchmarkQueueEnqueueDequeueAck(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkKeyedEnqueueBehindBacklog measures a keyed enqueue (a session's
+// run job) while 10,000 jobs of other keys wait: the lookup of a waiting job
+// with the same key must not read the backlog.
+func BenchmarkKeyedEnqueueBehindBacklog(b *testing.B) {
+	db := openQueue(b, sqlite.Options{Synchronous: "normal"})
+	ctx := b.Context()
+	payload := json.RawMessage(`{"run_id":"run_0123456789abcdef"}`)
+	for i := range 10_000 {
+		if err := db.Enqueue(ctx, core.Job{Kind: "run", Key: fmt.Sprintf("waiting-%d", i), Payload: payload}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	i := 0
+	for b.Loop() {
+		i++
+		if err := db.Enqueue(ctx, core.Job{Kind: "run", Key: fmt.Sprintf("new-%d", i), Payload: payload}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
