@@ -344,6 +344,13 @@ func (t runTx) setRun(ctx context.Context, query string, args ...any) (*core.Run
 	return &r.Run, nil
 }
 
+// cancelPendingStmt cancels the pending approvals of a run (?4), decided by
+// ?1 for reason ?2 at ?3. It reads the run's approvals (approvals_call):
+// left to itself the planner takes approvals_status, every pending
+// approval of every run.
+const cancelPendingStmt = `UPDATE approvals INDEXED BY approvals_call SET status = 'cancelled', decided_by = ?,
+	decided_via = '', reason = ?, decided_at = ? WHERE run_id = ? AND status = 'pending' RETURNING rowid, id, tool_call_id`
+
 // Close reads what closing run id needs; SQLite's one writer holds it all
 // until commit.
 func (t runTx) Close(ctx context.Context, id, by, reason string, at time.Time) (sqlstore.Closing, error) {
@@ -352,9 +359,7 @@ func (t runTx) Close(ctx context.Context, id, by, reason string, at time.Time) (
 	if c.Run, err = sqlstore.GetRun(ctx, conn{t.tx}, id, ""); err != nil || c.Run.Status.Terminal() {
 		return c, err
 	}
-	rows, err := t.tx.QueryContext(ctx, `UPDATE approvals SET status = 'cancelled', decided_by = ?, decided_via = '',
-		reason = ?, decided_at = ? WHERE run_id = ? AND status = 'pending' RETURNING rowid, id, tool_call_id`,
-		by, reason, at.UnixNano(), id)
+	rows, err := t.tx.QueryContext(ctx, cancelPendingStmt, by, reason, at.UnixNano(), id)
 	if err != nil {
 		return c, fmt.Errorf("cancel pending approvals: %w", err)
 	}
