@@ -13,7 +13,8 @@ import (
 // the table: SQLite uses a partial index only when the query names its
 // condition as the index does, and without it each lookup costs as much as
 // the table is long — a keyed enqueue with a backlog of jobs, the routine
-// scheduler's look with many routines, a finish while many approvals wait.
+// scheduler's look with many routines, a finish or a decision while many
+// approvals wait.
 func TestLookupsUseTheirIndexes(t *testing.T) {
 	db, err := Open(t.Context(), filepath.Join(t.TempDir(), "db"), Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -30,6 +31,8 @@ func TestLookupsUseTheirIndexes(t *testing.T) {
 		{"next routine due", sqlstore.NextRoutineDueStmt, nil, "INDEX routines_due"},
 		{"a finish cancels the run's pending approvals", cancelPendingStmt, []any{"", "", int64(1), "run_1"},
 			"USING INDEX approvals_call (run_id=?)"},
+		{"a decision resumes the run when nothing else is pending", resumeStmt, []any{"run_1"},
+			"SEARCH approvals USING INDEX approvals_call (run_id=?)"},
 	} {
 		rows, err := db.r.QueryContext(t.Context(), `EXPLAIN QUERY PLAN `+tc.stmt, tc.args...)
 		if err != nil {

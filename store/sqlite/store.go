@@ -351,6 +351,13 @@ func (t runTx) setRun(ctx context.Context, query string, args ...any) (*core.Run
 const cancelPendingStmt = `UPDATE approvals INDEXED BY approvals_call SET status = 'cancelled', decided_by = ?,
 	decided_via = '', reason = ?, decided_at = ? WHERE run_id = ? AND status = 'pending' RETURNING rowid, id, tool_call_id`
 
+// resumeStmt queues run ?1 if it is paused and none of its approvals is
+// pending any more, and returns it; like cancelPendingStmt it reads the
+// run's approvals only.
+const resumeStmt = `UPDATE runs SET status = CASE WHEN status = 'paused' AND NOT EXISTS (
+	SELECT 1 FROM approvals INDEXED BY approvals_call WHERE run_id = runs.id AND status = 'pending') THEN 'queued' ELSE status END
+	WHERE id = ? RETURNING ` + runCols
+
 // Close reads what closing run id needs; SQLite's one writer holds it all
 // until commit.
 func (t runTx) Close(ctx context.Context, id, by, reason string, at time.Time) (sqlstore.Closing, error) {
@@ -410,9 +417,7 @@ func (t runTx) DecideApproval(ctx context.Context, id string, d core.Decision) (
 		return sqlstore.Decided{}, err
 	}
 	// A paused run resumes once no approval of it is pending.
-	r, err := sqlstore.ScanRun(t.tx.QueryRowContext(ctx, `UPDATE runs SET status = CASE WHEN status = 'paused' AND NOT EXISTS (
-		SELECT 1 FROM approvals WHERE run_id = runs.id AND status = 'pending') THEN 'queued' ELSE status END
-		WHERE id = ? RETURNING `+runCols, a.RunID))
+	r, err := sqlstore.ScanRun(t.tx.QueryRowContext(ctx, resumeStmt, a.RunID))
 	if err != nil {
 		return sqlstore.Decided{}, fmt.Errorf("load run %s: %w", a.RunID, err)
 	}
