@@ -101,7 +101,6 @@ func (t *redisTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, error) {
 	var (
 		db      storeDB
-		leases  lease.Store
 		alone   bool
 		desc    string
 		janitor time.Duration
@@ -136,7 +135,7 @@ func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, e
 			lite.Close()
 			return nil, err
 		}
-		db, desc, leases, alone = lite, "sqlite "+lite.Path(), &lease.Local{}, true
+		db, desc, alone = lite, "sqlite "+lite.Path(), true
 		closeDB = func() error { defer unlock(); return lite.Close() }
 	}
 	if s.JanitorInterval > 0 {
@@ -145,8 +144,9 @@ func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, e
 	if closeDB == nil {
 		closeDB = db.Close
 	}
-	if leases == nil {
-		leases = db
+	leases := lease.Store(db)
+	if alone {
+		leases = &lease.Local{}
 	}
 	b := &backend{db: db, leases: leases, alone: alone, queue: db, close: closeDB, desc: desc, janitor: janitor, blobs: blobs,
 		pruners: []core.Pruner{db}}

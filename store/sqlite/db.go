@@ -137,7 +137,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	db.Routines = sqlstore.Routines{D: routineDriver{db}, R: conn{db.r}, Dialect: dialect}
 	db.Data = sqlstore.Data{R: conn{db.r}, W: writeConn{db}, Tx: db, Dialect: dialect, Now: db.opts.Clock.Now}
 	db.Jobs = sqlstore.Jobs{R: conn{db.r}, W: writeConn{db}, Dialect: dialect, Now: db.opts.Clock.Now,
-		MaxAttempts: db.opts.MaxAttempts, Backoff: db.opts.Backoff, Due: func(context.Context) { db.wake() }}
+		MaxAttempts: db.opts.MaxAttempts, Backoff: db.opts.Backoff, Due: func(context.Context) { db.wake() }, Moved: db.wake}
 	db.Runs = sqlstore.Runs{D: runDriver{db}}
 	go db.commits.run(db)
 	if err := db.migrate(ctx); err != nil {

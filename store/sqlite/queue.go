@@ -234,26 +234,6 @@ func (db *DB) tryDequeue(ctx context.Context, consumer string, lease time.Durati
 	return j, true, 0, nil
 }
 
-// Fail implements core.Queue. A retry is due later: waiting consumers are
-// woken to sleep until then instead of until their poll.
-func (db *DB) Fail(ctx context.Context, j core.Job, reason string, retryAfter time.Duration) (bool, error) {
-	dead, err := db.Jobs.Fail(ctx, j, reason, retryAfter)
-	if err == nil && !dead {
-		db.wake()
-	}
-	return dead, err
-}
-
-// Keep implements relay.Keeper; like Fail, it wakes waiting consumers to
-// learn the job's new due time.
-func (db *DB) Keep(ctx context.Context, j core.Job, until time.Time) error {
-	err := db.Jobs.Keep(ctx, j, until)
-	if err == nil {
-		db.wake()
-	}
-	return err
-}
-
 // ackTx acks j inside tx when it still holds its lease (core.Finish.Ack);
 // nil or a lost lease does nothing.
 func ackTx(ctx context.Context, tx *txn, j *core.Job) error {

@@ -72,6 +72,17 @@ type Jobs struct {
 	Backoff     func(int) time.Duration // delay before retry number attempt
 	// Due is told that jobs became due now: the driver wakes consumers.
 	Due func(ctx context.Context)
+	// Moved (nil: none) is told that a job will be due at a new time (a
+	// retry, a kept job): a driver whose waiting consumers sleep until the
+	// next due time wakes them to learn it.
+	Moved func()
+}
+
+// moved calls Moved when there is one.
+func (q Jobs) moved() {
+	if q.Moved != nil {
+		q.Moved()
+	}
 }
 
 // ScanJob reads JobCols, then the extra columns; a job's delivery limit is
@@ -159,6 +170,9 @@ func (q Jobs) Fail(ctx context.Context, j core.Job, reason string, retryAfter ti
 	if err != nil {
 		return false, fmt.Errorf("fail job %s: %w", j.ID, err)
 	}
+	if !dead {
+		q.moved()
+	}
 	return dead, nil
 }
 
@@ -239,6 +253,7 @@ func (q Jobs) Keep(ctx context.Context, j core.Job, until time.Time) error {
 		visible_at = ? WHERE id = ? AND lease = ? AND dead_at IS NULL`, until, j.ID, j.Lease); err != nil {
 		return fmt.Errorf("keep job %s: %w", j.ID, err)
 	}
+	q.moved()
 	return nil
 }
 
