@@ -12,3 +12,9 @@ func JobKeyLock(key string) (class, objid int32) { return lockClassJobKey, jobKe
 // NewConns counts the connections the pool has opened, so a test can tell
 // a connection reused from one replaced.
 func (db *DB) NewConns() int64 { return db.pool.Stat().NewConnsCount() }
+
+// The statements whose plans TestHistoryUsesItsIndex checks.
+const (
+	RunHistoryStmt     = runHistoryStmt
+	SessionHistoryStmt = sessionHistoryStmt
+)

@@ -211,6 +211,13 @@ func createRunTx(ctx context.Context, tx *txn, nr core.NewRun, out *core.Run) er
 	return nil
 }
 
+// sessionHistoryStmt reads a session's completed runs before a run (all of
+// them for ""), oldest first, through runs_history.
+const sessionHistoryStmt = `SELECT ` + runCols + ` FROM (
+	SELECT * FROM runs WHERE session_id = $1 AND status = 'completed'
+		AND pk < COALESCE((SELECT pk FROM runs WHERE id = $2), 9223372036854775807)
+	ORDER BY pk DESC LIMIT $3) h ORDER BY pk`
+
 // SessionHistory implements core.Store. An empty beforeRunID means the whole
 // session; limit 0 means no limit. One round trip: the check that
 // beforeRunID exists goes in one batch with the history.
@@ -228,10 +235,7 @@ func (db *DB) SessionHistory(ctx context.Context, sessionID, beforeRunID string,
 		})
 	}
 	// No run has the id "": then all of the session's runs come before.
-	b.Queue(`SELECT `+runCols+` FROM (
-		SELECT * FROM runs WHERE session_id = $1 AND status = 'completed'
-			AND pk < COALESCE((SELECT pk FROM runs WHERE id = $2), 9223372036854775807)
-		ORDER BY pk DESC LIMIT $3) h ORDER BY pk`, sessionID, beforeRunID, dialect.Limit(limit)).Query(func(rows pgx.Rows) (err error) {
+	b.Queue(sessionHistoryStmt, sessionID, beforeRunID, dialect.Limit(limit)).Query(func(rows pgx.Rows) (err error) {
 		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Run, error) { return sqlstore.ScanRunItem(row) })
 		return err
 	})
@@ -279,6 +283,14 @@ func (d runDriver) ClaimRun(ctx context.Context, c sqlstore.Claim) (core.Run, bo
 	return r.Run, err == nil, err
 }
 
+// runHistoryStmt reads the completed runs of a run's session before it,
+// oldest first, through runs_history (migration 0012) — runs_status would
+// read every completed run of the table.
+const runHistoryStmt = `SELECT ` + runCols + ` FROM (
+	SELECT * FROM runs WHERE session_id = (SELECT session_id FROM runs WHERE id = $1) AND status = 'completed'
+		AND pk < (SELECT pk FROM runs WHERE id = $1)
+	ORDER BY pk DESC LIMIT $2) h ORDER BY pk`
+
 // StartRun is one round trip: a batch of the claim (one statement: the
 // row lock, the compare-and-set with the head check, and the start events
 // when the run was queued), the journal and the history, read after it.
@@ -316,10 +328,7 @@ func (d runDriver) StartRun(ctx context.Context, s core.Start) (core.Started, bo
 			return err
 		})
 	if s.History > 0 {
-		b.Queue(`SELECT `+runCols+` FROM (
-			SELECT * FROM runs WHERE session_id = (SELECT session_id FROM runs WHERE id = $1) AND status = 'completed'
-				AND pk < (SELECT pk FROM runs WHERE id = $1)
-			ORDER BY pk DESC LIMIT $2) h ORDER BY pk`, s.ID, s.History).Query(func(rows pgx.Rows) (err error) {
+		b.Queue(runHistoryStmt, s.ID, s.History).Query(func(rows pgx.Rows) (err error) {
 			out.History, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.Run, error) { return sqlstore.ScanRunItem(row) })
 			return err
 		})

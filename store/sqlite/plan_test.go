@@ -25,14 +25,17 @@ func TestLookupsUseTheirIndexes(t *testing.T) {
 		name, stmt string
 		args       []any
 		want       string
+		sorts      int // sorts of a few rows the plan may have (the history's oldest-first order)
 	}{
-		{"coalescing enqueue", coalesceStmt, []any{int64(1), "ses_1"}, "USING INDEX jobs_key (key=?)"},
-		{"due routines", sqlstore.DueRoutinesStmt, []any{int64(1), 100}, "INDEX routines_due"},
-		{"next routine due", sqlstore.NextRoutineDueStmt, nil, "INDEX routines_due"},
+		{"coalescing enqueue", coalesceStmt, []any{int64(1), "ses_1"}, "USING INDEX jobs_key (key=?)", 0},
+		{"a turn's history", historyStmt, []any{"ses_1", int64(10), 10},
+			"SEARCH runs USING INDEX runs_session (session_id=? AND status=? AND rowid<?)", 1},
+		{"due routines", sqlstore.DueRoutinesStmt, []any{int64(1), 100}, "INDEX routines_due", 0},
+		{"next routine due", sqlstore.NextRoutineDueStmt, nil, "INDEX routines_due", 0},
 		{"a finish cancels the run's pending approvals", cancelPendingStmt, []any{"", "", int64(1), "run_1"},
-			"USING INDEX approvals_call (run_id=?)"},
+			"USING INDEX approvals_call (run_id=?)", 0},
 		{"a decision resumes the run when nothing else is pending", resumeStmt, []any{"run_1"},
-			"SEARCH approvals USING INDEX approvals_call (run_id=?)"},
+			"SEARCH approvals USING INDEX approvals_call (run_id=?)", 0},
 	} {
 		rows, err := db.r.QueryContext(t.Context(), `EXPLAIN QUERY PLAN `+tc.stmt, tc.args...)
 		if err != nil {
@@ -51,8 +54,8 @@ func TestLookupsUseTheirIndexes(t *testing.T) {
 		if err := rows.Err(); err != nil {
 			t.Fatal(err)
 		}
-		if got := strings.Join(plan, "; "); !strings.Contains(got, tc.want) || strings.Contains(got, "TEMP B-TREE") {
-			t.Errorf("%s: plan %q, want %q and no sort", tc.name, got, tc.want)
+		if got := strings.Join(plan, "; "); !strings.Contains(got, tc.want) || strings.Count(got, "TEMP B-TREE") > tc.sorts {
+			t.Errorf("%s: plan %q, want %q and at most %d sorts", tc.name, got, tc.want, tc.sorts)
 		}
 	}
 }

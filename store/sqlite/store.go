@@ -89,6 +89,12 @@ func (db *DB) createRunTx(ctx context.Context, tx *txn, nr core.NewRun) (core.Ru
 	return row.Run, err
 }
 
+// historyStmt reads a session's completed runs before a rowid, oldest
+// first, through runs_session (session_id, status, rowid).
+const historyStmt = `SELECT ` + runCols + ` FROM (
+	SELECT rowid AS rid, * FROM runs WHERE session_id = ? AND status = 'completed' AND rowid < ?
+	ORDER BY rowid DESC LIMIT ?) ORDER BY rid`
+
 // SessionHistory implements core.Store. An empty beforeRunID means the whole
 // session; limit 0 means no limit.
 func (db *DB) SessionHistory(ctx context.Context, sessionID, beforeRunID string, limit int) ([]core.Run, error) {
@@ -102,9 +108,7 @@ func (db *DB) SessionHistory(ctx context.Context, sessionID, beforeRunID string,
 			return nil, fmt.Errorf("session %s history before run %s: %w", sessionID, beforeRunID, err)
 		}
 	}
-	rows, err := db.r.QueryContext(ctx, `SELECT `+runCols+` FROM (
-		SELECT rowid AS rid, * FROM runs WHERE session_id = ? AND status = 'completed' AND rowid < ?
-		ORDER BY rowid DESC LIMIT ?) ORDER BY rid`, sessionID, before, dialect.Limit(limit))
+	rows, err := db.r.QueryContext(ctx, historyStmt, sessionID, before, dialect.Limit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("session %s history: %w", sessionID, err)
 	}
