@@ -13,8 +13,10 @@ func JobKeyLock(key string) (class, objid int32) { return lockClassJobKey, jobKe
 // a connection reused from one replaced.
 func (db *DB) NewConns() int64 { return db.pool.Stat().NewConnsCount() }
 
-// The statements whose plans TestHistoryUsesItsIndex checks.
+// The statements whose plans TestLookupsUseTheirIndexes checks.
 const (
 	RunHistoryStmt     = runHistoryStmt
 	SessionHistoryStmt = sessionHistoryStmt
+	CancelPendingStmt  = cancelPendingStmt
+	ResumeStmt         = resumeStmt
 )

@@ -9,12 +9,15 @@ import (
 	"github.com/agentgate/agentgate/store/postgres"
 )
 
-// Every turn reads its session's history. With 5,000 completed runs in
-// other sessions and no statistics (a new table, autovacuum off or behind),
-// the planner chose runs_status and read all of them on each turn; the
-// lookup must go through runs_history whatever the statistics say, in the
-// plan pgx's prepared statement gets first (custom) and later (generic).
-func TestHistoryUsesItsIndex(t *testing.T) {
+// The hot lookups go through the index that answers them whatever the
+// statistics say. With 5,000 runs and approvals and no statistics (a new
+// table, autovacuum off or behind), the planner read a turn's history
+// through runs_status (every completed run of the table) and a run's
+// pending approvals through approvals_due or approvals_status (every
+// pending approval); each turn, finish or decision cost as much as the
+// table was long. Checked in the plan pgx's prepared statement gets first
+// (custom) and later (generic).
+func TestLookupsUseTheirIndexes(t *testing.T) {
 	url := testURL(t)
 	schema := newSchema(t, url)
 	openDB(t, url, schema, postgres.Options{}) // migrates
@@ -26,21 +29,33 @@ func TestHistoryUsesItsIndex(t *testing.T) {
 	if _, err := conn.Exec(t.Context(), `SET search_path TO `+pgx.Identifier{schema}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
+	// 5,000 sessions with a completed run and a paused one waiting on an
+	// approval each, and a new session with a running run.
 	if _, err := conn.Exec(t.Context(), `
 		INSERT INTO sessions (id, agent_id, created_at, updated_at)
 			SELECT 'ses_' || i, 'a', now(), now() FROM generate_series(1, 5000) i;
 		INSERT INTO runs (id, session_id, agent_id, run_type, status, created_at)
 			SELECT 'run_' || i, 'ses_' || i, 'a', 'api', 'completed', now() FROM generate_series(1, 5000) i;
+		INSERT INTO runs (id, session_id, agent_id, run_type, status, created_at)
+			SELECT 'run_p' || i, 'ses_' || i, 'a', 'api', 'paused', now() FROM generate_series(1, 5000) i;
+		INSERT INTO approvals (id, run_id, session_id, tool_call_id, tool, arguments, args_sha256, policy, status,
+				created_at, expires_at)
+			SELECT 'apr_' || i, 'run_p' || i, 'ses_' || i, 'call_1', 'deploy', '{}', '', '{}', 'pending',
+				now(), now() + interval '1 hour' FROM generate_series(1, 5000) i;
 		INSERT INTO sessions (id, agent_id, created_at, updated_at) VALUES ('ses_new', 'a', now(), now());
 		INSERT INTO runs (id, session_id, agent_id, run_type, status, created_at)
 			VALUES ('run_new', 'ses_new', 'a', 'api', 'running', now())`); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name, stmt, args string
+		name, stmt, args, want, not string
 	}{
-		{"a turn's history", postgres.RunHistoryStmt, `('run_new', 10)`},
-		{"a session's history", postgres.SessionHistoryStmt, `('ses_new', '', 10)`},
+		{"a turn's history", postgres.RunHistoryStmt, `('run_new', 10)`, "runs_history", "runs_status"},
+		{"a session's history", postgres.SessionHistoryStmt, `('ses_new', '', 10)`, "runs_history", "runs_status"},
+		{"a finish cancels the run's pending approvals", postgres.CancelPendingStmt, `('', '', now(), 'run_p7')`,
+			"approvals_pending", "approvals_due"},
+		{"a decision resumes the run when nothing else is pending", postgres.ResumeStmt, `('apr_7')`,
+			"approvals_pending", "approvals_status"},
 	} {
 		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 			if _, err := conn.Exec(t.Context(), `SET plan_cache_mode = `+mode+`; DEALLOCATE ALL; PREPARE p AS `+tc.stmt); err != nil {
@@ -54,8 +69,8 @@ func TestHistoryUsesItsIndex(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", tc.name, err)
 			}
-			if plan := strings.Join(lines, "\n"); !strings.Contains(plan, "runs_history") || strings.Contains(plan, "runs_status") {
-				t.Errorf("%s (%s) does not go through runs_history:\n%s", tc.name, mode, plan)
+			if plan := strings.Join(lines, "\n"); !strings.Contains(plan, tc.want) || strings.Contains(plan, tc.not) {
+				t.Errorf("%s (%s) does not go through %s alone:\n%s", tc.name, mode, tc.want, plan)
 			}
 		}
 	}

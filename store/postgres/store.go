@@ -148,15 +148,19 @@ func nextJobTx(tx *txn, id string, r *runRow, nextID *string) {
 	})
 }
 
+// cancelPendingStmt cancels the pending approvals of a run through
+// approvals_pending (migration 12), oldest first.
+const cancelPendingStmt = `WITH cancelled AS (
+		UPDATE approvals SET status = 'cancelled', decided_by = $1, decided_via = '', reason = $2, decided_at = $3
+		WHERE run_id = $4 AND status = 'pending'
+		RETURNING pk, id, tool_call_id)
+	SELECT id, tool_call_id FROM cancelled ORDER BY pk`
+
 // cancelPendingTx queues the cancelling of the pending approvals of run id,
 // whose row the transaction locks first: after the next flush *out holds
 // them, oldest first.
 func cancelPendingTx(tx *txn, id, by, reason string, at time.Time, out *[]sqlstore.Cancelled) {
-	tx.Later(`WITH cancelled AS (
-			UPDATE approvals SET status = 'cancelled', decided_by = $1, decided_via = '', reason = $2, decided_at = $3
-			WHERE run_id = $4 AND status = 'pending'
-			RETURNING pk, id, tool_call_id)
-		SELECT id, tool_call_id FROM cancelled ORDER BY pk`, by, reason, at, id).Rows(func(rows pgx.Rows) error {
+	tx.Later(cancelPendingStmt, by, reason, at, id).Rows(func(rows pgx.Rows) error {
 		var c sqlstore.Cancelled
 		_, err := pgx.ForEachRow(rows, []any{&c.ID, &c.ToolCallID}, func() error {
 			*out = append(*out, c)
@@ -284,7 +288,7 @@ func (d runDriver) ClaimRun(ctx context.Context, c sqlstore.Claim) (core.Run, bo
 }
 
 // runHistoryStmt reads the completed runs of a run's session before it,
-// oldest first, through runs_history (migration 0012) — runs_status would
+// oldest first, through runs_history (migration 12) — runs_status would
 // read every completed run of the table.
 const runHistoryStmt = `SELECT ` + runCols + ` FROM (
 	SELECT * FROM runs WHERE session_id = (SELECT session_id FROM runs WHERE id = $1) AND status = 'completed'
@@ -442,6 +446,12 @@ func (t runTx) Close(ctx context.Context, id, by, reason string, at time.Time) (
 	return c, err
 }
 
+// resumeStmt queues the paused run of approval $1 again when none of its
+// approvals is pending any more, looked up through approvals_pending.
+const resumeStmt = `UPDATE runs SET status = 'queued'
+	WHERE id = (SELECT run_id FROM approvals WHERE id = $1) AND status = 'paused' AND NOT EXISTS (
+		SELECT 1 FROM approvals WHERE run_id = runs.id AND status = 'pending')`
+
 // DecideApproval is one round trip: the run's row is locked (lock order:
 // run before approval, as in CancelRun and FinishRun), the approval moves
 // with a compare-and-set UPDATE … WHERE status = 'pending', and a paused
@@ -474,9 +484,7 @@ func (t runTx) DecideApproval(ctx context.Context, id string, d core.Decision) (
 			out.Decided = err == nil
 			return err
 		})
-	t.tx.Later(`UPDATE runs SET status = 'queued'
-		WHERE id = (SELECT run_id FROM approvals WHERE id = $1) AND status = 'paused' AND NOT EXISTS (
-			SELECT 1 FROM approvals WHERE run_id = runs.id AND status = 'pending')`, id).Tag(&resumed)
+	t.tx.Later(resumeStmt, id).Tag(&resumed)
 	if err := t.tx.Flush(ctx); err != nil {
 		return sqlstore.Decided{}, err
 	}

@@ -1,0 +1,2 @@
+DROP INDEX approvals_pending;
+DROP INDEX runs_history;
