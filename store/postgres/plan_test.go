@@ -1,11 +1,14 @@
 package postgres_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/store/internal/sqlstore"
 	"github.com/agentgate/agentgate/store/postgres"
 )
 
@@ -47,9 +50,24 @@ func TestLookupsUseTheirIndexes(t *testing.T) {
 			VALUES ('run_new', 'ses_new', 'a', 'api', 'running', now())`); err != nil {
 		t.Fatal(err)
 	}
+	// The API's view of a paused run lists its pending approvals as every
+	// list is paged (see sqlstore.PageAfter), with the filter's values as
+	// parameters.
+	var viewArgs sqlstore.Params
+	view := `SELECT pk FROM approvals WHERE pk > ` + viewArgs.Add(0) + sqlstore.ApprovalsWhere(
+		core.ApprovalFilter{RunID: "run_p7", Status: core.ApprovalPending}, &viewArgs) + ` ORDER BY pk LIMIT ` + viewArgs.Add(51)
+	values := make([]string, len(viewArgs))
+	for i, v := range viewArgs {
+		view = strings.Replace(view, "?", fmt.Sprintf("$%d", i+1), 1)
+		if values[i] = fmt.Sprint(v); i > 0 && i < len(viewArgs)-1 {
+			values[i] = `'` + values[i] + `'`
+		}
+	}
 	for _, tc := range []struct {
 		name, stmt, args, want, not string
 	}{
+		{"a paused run's pending approvals", view, `(` + strings.Join(values, ", ") + `)`,
+			"approvals_pending", "approvals_status"},
 		{"a turn's history", postgres.RunHistoryStmt, `('run_new', 10)`, "runs_history", "runs_status"},
 		{"a session's history", postgres.SessionHistoryStmt, `('ses_new', '', 10)`, "runs_history", "runs_status"},
 		{"a finish cancels the run's pending approvals", postgres.CancelPendingStmt, `('', '', now(), 'run_p7')`,

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/store/internal/sqlstore"
 )
 
@@ -21,6 +22,13 @@ func TestLookupsUseTheirIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	// The API's view of a paused run lists its pending approvals as every
+	// list is paged (see sqlstore.PageAfter).
+	var viewArgs sqlstore.Params
+	viewArgs.Add(int64(0))
+	view := `SELECT rowid FROM approvals WHERE rowid > ?` + sqlstore.ApprovalsWhere(
+		core.ApprovalFilter{RunID: "run_1", Status: core.ApprovalPending}, &viewArgs) + ` ORDER BY rowid LIMIT ?`
+	viewArgs.Add(51)
 	for _, tc := range []struct {
 		name, stmt string
 		args       []any
@@ -30,6 +38,7 @@ func TestLookupsUseTheirIndexes(t *testing.T) {
 		{"coalescing enqueue", coalesceStmt, []any{int64(1), "ses_1"}, "USING INDEX jobs_key (key=?)", 0},
 		{"a turn's history", historyStmt, []any{"ses_1", int64(10), 10},
 			"SEARCH runs USING INDEX runs_session (session_id=? AND status=? AND rowid<?)", 1},
+		{"a paused run's pending approvals", view, viewArgs, "INDEX approvals_pending (run_id=? AND rowid>?)", 0},
 		{"due routines", sqlstore.DueRoutinesStmt, []any{int64(1), 100}, "INDEX routines_due", 0},
 		{"next routine due", sqlstore.NextRoutineDueStmt, nil, "INDEX routines_due", 0},
 		{"a finish cancels the run's pending approvals", cancelPendingStmt, []any{"", "", int64(1), "run_1"},

@@ -99,7 +99,13 @@ func RunsWhere(f core.RunFilter, a Args) string {
 // ApprovalsWhere is filter f as SQL conditions, each starting with " AND ".
 func ApprovalsWhere(f core.ApprovalFilter, a Args) string {
 	var q string
-	if f.Status != "" {
+	switch f.Status {
+	case "":
+	case core.ApprovalPending:
+		// Named as the partial index approvals_pending names it, so that a
+		// run's pending approvals are looked up through it.
+		q += ` AND status = 'pending'`
+	default:
 		q += ` AND status = ` + a.Add(string(f.Status))
 	}
 	if f.RunID != "" {
