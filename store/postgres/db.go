@@ -32,8 +32,10 @@
 //
 // A waiting Dequeue is woken by LISTEN/NOTIFY (pg_notify in the enqueueing
 // transaction, delivered on commit to a dedicated listener connection) across
-// processes, at once in-process, and polls every PollInterval as a fallback
-// (delayed jobs, expired leases, a lost listener connection).
+// processes, and at once in-process; between wake-ups it sleeps until the
+// next job is due (a delayed job, a retry, a lease running out), looking at
+// least every PollInterval — every listenLostPoll while the listener
+// connection is down.
 package postgres
 
 import (
@@ -49,6 +51,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -88,8 +91,13 @@ type Options struct {
 	// Backoff is the delay before retry number attempt (1-based) of a failed
 	// job. Default: DefaultBackoff, 1s·2^(attempt-1) capped at 5 minutes.
 	Backoff func(attempt int) time.Duration
-	// PollInterval is how often a waiting Dequeue checks for due jobs that no
-	// notification announced (delayed jobs, expired leases). Default 250ms.
+	// PollInterval is the longest a waiting Dequeue sleeps without looking
+	// for due jobs. It sleeps until the next job is due and is woken by every
+	// enqueue (here, or on another replica through NOTIFY) and by a retry
+	// here; the look every PollInterval finds what it could not foresee: a
+	// retry on another replica, a lease taken after it last looked that ran
+	// out. While the listener connection is down it looks every 250ms.
+	// Default 5s.
 	PollInterval time.Duration
 	// Schema holds the tables; every connection's search_path is set to it
 	// (overriding a search_path in the URL). Migrate creates it when missing.
@@ -116,7 +124,8 @@ type DB struct {
 	notify chan struct{} // closed and replaced when a job may be due
 
 	lmu         sync.Mutex
-	listening   bool // the listener goroutine was started
+	listening   bool        // the listener goroutine was started
+	listened    atomic.Bool // LISTEN is in effect: enqueues elsewhere wake Dequeue
 	closed      bool
 	stopListen  context.CancelFunc
 	listenCtx   context.Context
@@ -167,7 +176,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	db.Routines = sqlstore.Routines{D: routineDriver{db}, R: poolConn{db.pool}, Dialect: dialect}
 	db.Data = sqlstore.Data{R: poolConn{db.pool}, W: poolConn{db.pool}, Tx: db, Dialect: dialect, Now: db.opts.Clock.Now}
 	db.Jobs = sqlstore.Jobs{R: poolConn{db.pool}, W: poolConn{db.pool}, Dialect: dialect, Now: db.opts.Clock.Now,
-		MaxAttempts: db.opts.MaxAttempts, Backoff: db.opts.Backoff, Due: db.due}
+		MaxAttempts: db.opts.MaxAttempts, Backoff: db.opts.Backoff, Due: db.due, Moved: db.wake}
 	db.Runs = sqlstore.Runs{D: runDriver{db}}
 	if opts.SkipMigrate {
 		err = db.Ping(ctx)
@@ -195,7 +204,7 @@ func (o *Options) setDefaults() {
 		o.Backoff = DefaultBackoff
 	}
 	if o.PollInterval <= 0 {
-		o.PollInterval = 250 * time.Millisecond
+		o.PollInterval = 5 * time.Second
 	}
 	if o.Schema == "" {
 		o.Schema = "public"
@@ -524,10 +533,14 @@ func (db *DB) listenOnce(ctx context.Context) (listened bool, err error) {
 	}
 	db.readyOnce.Do(func() { close(db.listenReady) })
 	// Jobs enqueued before LISTEN took effect were not announced: look again.
+	db.listened.Store(true)
 	db.wake()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
+			// Waiting Dequeue calls poll every listenLostPoll from now on.
+			db.listened.Store(false)
+			db.wake()
 			return true, err
 		}
 		if n.Payload == db.opts.Schema {

@@ -30,16 +30,48 @@ func (db *DB) Enqueue(ctx context.Context, j core.Job) error {
 	return db.tx(ctx, func(tx *txn) error { db.enqueueTx(tx, j); return nil })
 }
 
+// listenLostPoll is how often a waiting Dequeue looks for due jobs while
+// the listener connection is down: enqueues on other replicas wake nobody.
+const listenLostPoll = 250 * time.Millisecond
+
+// nextDueStmt finds when the next job is due: a waiting job's visible_at,
+// or when a delivered job's lease runs out (jobs_due).
+const nextDueStmt = `SELECT MIN(visible_at) FROM jobs WHERE dead_at IS NULL`
+
 // Dequeue blocks until a job is due and leases it to consumer; see
 // core.Queue. Jobs enqueued in this process wake it at once, those enqueued
-// by other processes through LISTEN/NOTIFY; delayed jobs and expired leases
-// are noticed within Options.PollInterval.
+// by other processes through LISTEN/NOTIFY; otherwise it sleeps until the
+// next job is due, looking at least every Options.PollInterval.
 func (db *DB) Dequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, error) {
 	db.startListener()
 	return core.WaitDequeue(ctx, db.opts.PollInterval, db.wakeCh, nil, func() (core.Job, bool, time.Duration, error) {
 		j, ok, err := db.TryDequeue(ctx, consumer, lease)
-		return j, ok, 0, err
+		if ok || err != nil {
+			return j, ok, 0, err
+		}
+		next, err := db.untilDue(ctx)
+		if !db.listened.Load() && (next == 0 || next > listenLostPoll) {
+			next = listenLostPoll
+		}
+		return j, false, next, err
 	})
+}
+
+// untilDue says how long until the next job is due: 0 when there is none,
+// listenLostPoll when one is due already (another consumer is taking it, or
+// its dequeue has not committed yet: look again soon).
+func (db *DB) untilDue(ctx context.Context) (time.Duration, error) {
+	var at *time.Time
+	if err := db.pool.QueryRow(ctx, nextDueStmt).Scan(&at); err != nil {
+		return 0, fmt.Errorf("dequeue: next due job: %w", err)
+	}
+	if at == nil {
+		return 0, nil
+	}
+	if wait := at.Sub(db.opts.Clock.Now()); wait > 0 {
+		return wait, nil
+	}
+	return listenLostPoll, nil
 }
 
 // TryDequeue leases the oldest due job to consumer, or reports ok=false when
