@@ -22,7 +22,7 @@ type discordWiring struct {
 	notifier *discord.Notifier // answers, approval cards and routine results
 	// handler is built once the engine exists; it serves
 	// /discord/interactions and the Gateway's dispatches.
-	newHandler func(eng *core.Engine, aps discord.Decider, rt discord.RoutineRunner, blobs core.Blobs) (*discord.Handler, error)
+	newHandler func(eng *core.Engine, aps ichat.Decider, rt ichat.RoutineRunner, blobs core.Blobs) (*discord.Handler, error)
 }
 
 // newDiscord builds the Discord interface from interfaces.discord and the
@@ -62,7 +62,7 @@ func newDiscord(ctx context.Context, cfg *config.Config, db storeDB, nodeID stri
 		return nil, err
 	}
 	log.Info("discord enabled", "bot_user", me.ID, "interactions_over_http", pub != "")
-	return &discordWiring{notifier: notifier, newHandler: func(eng *core.Engine, aps discord.Decider, rt discord.RoutineRunner, blobs core.Blobs) (*discord.Handler, error) {
+	return &discordWiring{notifier: notifier, newHandler: func(eng *core.Engine, aps ichat.Decider, rt ichat.RoutineRunner, blobs core.Blobs) (*discord.Handler, error) {
 		return discord.NewHandler(discord.HandlerConfig{
 			Threads:   ichat.Threads{Sessions: db, Channels: dc.Channels, ThreadFollowUps: dc.ThreadFollowUps(), IgnoreBots: dc.IgnoresBots()},
 			Intake:    ichat.Intake{Blobs: blobs, Engine: eng, DefaultAgent: dc.DefaultAgent, Inbox: db, NodeID: nodeID, Clock: clock, Logger: log},

@@ -22,7 +22,7 @@ type slackWiring struct {
 	notifier *slack.Notifier
 	// handler is built once the engine exists (it submits runs to it); its
 	// Start runs the inbox writer and processor.
-	newHandler func(eng *core.Engine, aps slack.Decider, rt slack.RoutineRunner, blobs core.Blobs) (*slack.Handler, error)
+	newHandler func(eng *core.Engine, aps ichat.Decider, rt ichat.RoutineRunner, blobs core.Blobs) (*slack.Handler, error)
 	// socket, set when SLACK_APP_TOKEN is, receives events, clicks and slash
 	// commands over Socket Mode into the handler that serves /slack/events,
 	// until ctx ends; Start runs it beside the HTTP server.
@@ -61,7 +61,7 @@ func newSlack(ctx context.Context, cfg *config.Config, db storeDB, nodeID string
 		return nil, err
 	}
 	log.Info("slack enabled", "team", who.TeamID, "bot_user", who.UserID, "socket_mode", appToken != "")
-	sw := &slackWiring{notifier: notifier, newHandler: func(eng *core.Engine, aps slack.Decider, rt slack.RoutineRunner, blobs core.Blobs) (*slack.Handler, error) {
+	sw := &slackWiring{notifier: notifier, newHandler: func(eng *core.Engine, aps ichat.Decider, rt ichat.RoutineRunner, blobs core.Blobs) (*slack.Handler, error) {
 		return slack.NewHandler(slack.HandlerConfig{
 			Threads:       ichat.Threads{Sessions: db, Channels: sc.Channels, ThreadFollowUps: sc.ThreadFollowUps(), IgnoreBots: sc.IgnoresBots()},
 			Intake:        ichat.Intake{Blobs: blobs, Engine: eng, Logger: log, Inbox: db, NodeID: nodeID, DefaultAgent: sc.DefaultAgent},

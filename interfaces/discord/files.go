@@ -24,10 +24,6 @@ const DefaultCDNURL = "https://cdn.discordapp.com"
 // mediaURL serves attachments' proxy_url.
 const mediaURL = "https://media.discordapp.net"
 
-// ErrFileTooLarge is matched (errors.Is) by a Download refused because the
-// file is larger than the limit the caller gave.
-var ErrFileTooLarge = chat.ErrFileTooLarge
-
 // cdnBases parses ClientConfig.CDNURL and returns the bases Download
 // accepts: Discord's CDN and media proxy, and CDNURL.
 func cdnBases(extra string) ([]*url.URL, error) {
@@ -71,7 +67,7 @@ func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 // URL, so no Authorization header goes with it. Only URLs on
 // cdn.discordapp.com, media.discordapp.net (https) or ClientConfig.CDNURL
 // are fetched; any other is refused before a request. A file larger than
-// max bytes is refused (ErrFileTooLarge) without reading more than max+1
+// max bytes is refused (chat.ErrFileTooLarge) without reading more than max+1
 // bytes of it.
 func (c *Client) Download(ctx context.Context, rawURL string, max int64) ([]byte, error) {
 	if max <= 0 {

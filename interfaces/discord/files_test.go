@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentgate/agentgate/interfaces/chat"
 	"github.com/agentgate/agentgate/interfaces/discord"
 	"github.com/agentgate/agentgate/interfaces/discord/discordtest"
 )
@@ -134,7 +135,7 @@ func TestDownload(t *testing.T) {
 				t.Fatalf("Download err = %v, want one naming %q", err, tc.wantErr)
 			}
 			if len(tc.data) > limit {
-				if !errors.Is(err, discord.ErrFileTooLarge) {
+				if !errors.Is(err, chat.ErrFileTooLarge) {
 					t.Errorf("err = %v, want ErrFileTooLarge", err)
 				}
 				if n := tr.bytesRead(); n > limit+1 {

@@ -16,12 +16,6 @@ import (
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
-// Submitter and SessionGetter are the chat seams (package chat).
-type (
-	Submitter     = chat.Submitter
-	SessionGetter = chat.SessionGetter
-)
-
 // HandlerConfig configures the Handler.
 type HandlerConfig struct {
 	// PublicKey verifies interactions over HTTP (DISCORD_PUBLIC_KEY, hex).

@@ -24,17 +24,10 @@ const MaxBodyBytes = 1 << 20
 // Without Approvals or Store, clicks are answered that approvals are not
 // available; without Routines, so are run and routines.
 type InteractConfig struct {
-	Approvals Decider
-	Store     ApprovalLister
-	Routines  RoutineRunner
+	Approvals chat.Decider
+	Store     chat.ApprovalLister
+	Routines  chat.RoutineRunner
 }
-
-// Decider, ApprovalLister and RoutineRunner are the chat seams (package chat).
-type (
-	Decider        = chat.Decider
-	ApprovalLister = chat.ApprovalLister
-	RoutineRunner  = chat.RoutineRunner
-)
 
 // MaxInteractionAge is how far an interaction's signed timestamp may be
 // from now: an older one (a replay of a captured request) is refused.

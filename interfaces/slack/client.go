@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,27 +61,23 @@ type APIError struct {
 
 func (e *APIError) Error() string {
 	msg := fmt.Sprintf("slack %s: %s", e.Method, e.Code)
-	switch e.Code {
-	case "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired":
+	switch {
+	case slices.Contains(authCodes, e.Code):
 		msg += ": check SLACK_BOT_TOKEN, it must be the bot token (xoxb-…) of the installed app"
-	case "channel_not_found", "not_in_channel":
+	case e.Code == "channel_not_found", e.Code == "not_in_channel":
 		msg += ": invite the app to the channel (/invite @agentgate)"
-	case "missing_scope":
+	case e.Code == "missing_scope":
 		msg += ": add the scope " + e.Needed + " to the app and reinstall it"
 	}
 	return msg
 }
 
+// authCodes are Slack's error codes of a wrong, missing or revoked token.
+var authCodes = []string{"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}
+
 // Is reports whether target is ErrAuth and the code is an authentication failure.
 func (e *APIError) Is(target error) bool {
-	if target != ErrAuth {
-		return false
-	}
-	switch e.Code {
-	case "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired":
-		return true
-	}
-	return false
+	return target == ErrAuth && slices.Contains(authCodes, e.Code)
 }
 
 // ClientConfig configures a Client. The zero value of each field is its default.
@@ -175,10 +172,6 @@ func apiBase(u string) string {
 	return u + "/"
 }
 
-// API returns the underlying slack-go client for calls this type does not wrap. Calls made
-// through it bypass the channel limiter and the retry rules.
-func (c *Client) API() *slackapi.Client { return c.api }
-
 // AuthTest checks the token and returns who the bot is (its user id lets the adapter ignore
 // its own messages).
 func (c *Client) AuthTest(ctx context.Context) (*slackapi.AuthTestResponse, error) {
@@ -225,15 +218,6 @@ func (c *Client) Update(ctx context.Context, channel, ts, text string, blocks []
 	}
 	return c.call(ctx, "chat.update", channel, ts, true, true, func(ctx context.Context) error {
 		_, _, _, err := c.api.UpdateMessageContext(ctx, channel, ts, opts...)
-		return err
-	})
-}
-
-// PostEphemeral shows text to user alone in channel. It is not held back by the channel
-// limiter (a refusal should arrive at once) but 429s are waited out.
-func (c *Client) PostEphemeral(ctx context.Context, channel, user, text string) error {
-	return c.call(ctx, "chat.postEphemeral", channel, "", false, false, func(ctx context.Context) error {
-		_, err := c.api.PostEphemeralContext(ctx, channel, user, slackapi.MsgOptionText(text, false))
 		return err
 	})
 }

@@ -408,3 +408,12 @@ func TestClientConfig(t *testing.T) {
 		}
 	}
 }
+
+// PostEphemeral shows text to user alone in channel; not held back by the
+// channel limiter, 429s waited out.
+func (c *Client) PostEphemeral(ctx context.Context, channel, user, text string) error {
+	return c.call(ctx, "chat.postEphemeral", channel, "", false, false, func(ctx context.Context) error {
+		_, err := c.api.PostEphemeralContext(ctx, channel, user, slackapi.MsgOptionText(text, false))
+		return err
+	})
+}

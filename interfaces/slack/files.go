@@ -21,14 +21,10 @@ import (
 // the API host.
 const FilesHost = "files.slack.com"
 
-// ErrFileTooLarge is matched (errors.Is) by a Download refused because the file is larger
-// than the limit the caller gave.
-var ErrFileTooLarge = chat.ErrFileTooLarge
-
 // Download fetches a shared file from its url_private_download (or url_private) with the
 // bot token and returns its bytes. It refuses, before any request, a URL that is not https
 // on files.slack.com nor on the API host (a forged event must not get the token sent
-// elsewhere), and refuses a file larger than max bytes (ErrFileTooLarge) without reading
+// elsewhere), and refuses a file larger than max bytes (chat.ErrFileTooLarge) without reading
 // more than max+1 bytes of it. A redirect is refused too: files.slack.com redirects to the
 // sign-in page when the token cannot read the file. A 4xx answer is an *APIError
 // ("http_404"); 429s are waited out and 5xx retried, as for any idempotent call.

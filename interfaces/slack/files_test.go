@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentgate/agentgate/interfaces/chat"
 	"github.com/agentgate/agentgate/interfaces/slack/slacktest"
 )
 
@@ -107,7 +108,7 @@ func TestClientDownload(t *testing.T) {
 				t.Fatalf("Download err = %v, want one naming %q", err, tc.wantErr)
 			}
 			if len(tc.data) > limit {
-				if !errors.Is(err, ErrFileTooLarge) {
+				if !errors.Is(err, chat.ErrFileTooLarge) {
 					t.Errorf("err = %v, want ErrFileTooLarge", err)
 				}
 				if n := tr.bytesRead(); n > tc.max+1 {

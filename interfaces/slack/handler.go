@@ -16,12 +16,6 @@ import (
 // MaxBodyBytes caps the body of a request to /slack/events.
 const MaxBodyBytes = 1 << 20
 
-// Submitter and SessionGetter are the chat seams (package chat).
-type (
-	Submitter     = chat.Submitter
-	SessionGetter = chat.SessionGetter
-)
-
 // HandlerConfig configures the Events API handler.
 type HandlerConfig struct {
 	// SigningSecret verifies HTTP requests (SLACK_SIGNING_SECRET). Empty
@@ -172,6 +166,3 @@ func (h *Handler) files(in chat.Inbound) chat.Files {
 	}
 	return h.cfg.Files(fetch, func(_ context.Context, text string) { h.tell(in.Channel, in.Thread, in.UserID, escapeMrkdwn(text)) })
 }
-
-// SessionID is the session of a Slack message (chat.SessionID).
-func SessionID(agent string, in chat.Inbound) string { return chat.SessionID(agent, in) }

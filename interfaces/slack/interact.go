@@ -20,21 +20,14 @@ import (
 // Approvals, clicks are acknowledged and ignored; without Routines, the
 // slash command's run and routines answer that routines are not available.
 type InteractConfig struct {
-	Approvals Decider
-	Store     ApprovalLister
+	Approvals chat.Decider
+	Store     chat.ApprovalLister
 	Client    *Client
-	Routines  RoutineRunner
+	Routines  chat.RoutineRunner
 	// Command is the slash command's name without the slash; default
 	// "agentgate".
 	Command string
 }
-
-// Decider, ApprovalLister and RoutineRunner are the chat seams (package chat).
-type (
-	Decider        = chat.Decider
-	ApprovalLister = chat.ApprovalLister
-	RoutineRunner  = chat.RoutineRunner
-)
 
 // denyCallbackID names the modal that asks for a deny reason.
 const denyCallbackID = "agentgate_deny"

@@ -41,8 +41,7 @@ func NewNotifier(cfg chat.NotifierConfig[*Client]) (*Notifier, error) {
 // PostCard implements chat.ApprovalRenderer: the card in b's thread.
 func (c *Notifier) PostCard(ctx context.Context, key string, b core.Binding, a core.Approval, r core.Run) (chat.Sent, error) {
 	card := chat.Card(a, r, Approvers)
-	res, err := c.postOnce(ctx, key, b.Channel, b.Thread, ApprovalText(card), ApprovalBlocks(card, time.UTC))
-	return chat.Sent{Posted: res.Posted, State: res.State, Ref: res.TS}, err
+	return c.postOnce(ctx, key, b.Channel, b.Thread, ApprovalText(card), ApprovalBlocks(card, time.UTC))
 }
 
 // EditCard implements chat.ApprovalRenderer.

@@ -37,18 +37,11 @@ const (
 	KindCommand
 )
 
+var kindNames = [...]string{"ignored", "url_verification", "message", "action", "command"}
+
 func (k Kind) String() string {
-	switch k {
-	case KindIgnored:
-		return "ignored"
-	case KindURLVerification:
-		return "url_verification"
-	case KindMessage:
-		return "message"
-	case KindAction:
-		return "action"
-	case KindCommand:
-		return "command"
+	if k >= 0 && int(k) < len(kindNames) {
+		return kindNames[k]
 	}
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -423,15 +416,6 @@ func (p Parser) ParseInteraction(payload []byte) (Request, error) {
 			At:          tsTime(act.ActionTs),
 		},
 	}, nil
-}
-
-// ParseCommandForm parses a slash command's form-encoded HTTP body.
-func (p Parser) ParseCommandForm(body []byte) (Request, error) {
-	form, err := url.ParseQuery(string(body))
-	if err != nil {
-		return Request{}, malformed("form body: %v", err)
-	}
-	return commandRequest(commandFromForm(form))
 }
 
 // ParseCommandJSON parses a Socket Mode "slash_commands" envelope's payload.

@@ -311,6 +311,15 @@ func FuzzParseInteraction(f *testing.F) {
 	})
 }
 
+// ParseCommandForm parses a slash command's form-encoded HTTP body.
+func (p Parser) ParseCommandForm(body []byte) (Request, error) {
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return Request{}, malformed("form body: %v", err)
+	}
+	return commandRequest(commandFromForm(form))
+}
+
 func FuzzParseCommand(f *testing.F) {
 	f.Add(false, readTestdata(f, "slash_command.txt"))
 	f.Add(true, readTestdata(f, "slash_command_socket.json"))

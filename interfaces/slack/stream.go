@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -91,16 +92,8 @@ func (c *Notifier) finalize(ctx context.Context, key string, b core.Binding, m l
 
 // refusedWith reports whether err is a refusal from Slack with one of codes.
 func refusedWith(err error, codes ...string) bool {
-	var apiErr *APIError
-	if !errors.As(err, &apiErr) {
-		return false
-	}
-	for _, c := range codes {
-		if apiErr.Code == c {
-			return true
-		}
-	}
-	return false
+	apiErr, ok := errors.AsType[*APIError](err)
+	return ok && slices.Contains(codes, apiErr.Code)
 }
 
 // liveMsg is a live message in a Slack thread.
@@ -147,7 +140,7 @@ func (c *Notifier) StartLive(ctx context.Context, run core.Run, b core.Binding, 
 // is unknown, the conversation does not allow it). A refusal is remembered
 // for the channel until the process restarts.
 func (c *Notifier) startStream(ctx context.Context, run core.Run, b core.Binding, text string) (*liveMsg, error) {
-	if b.Thread == "" || c.noStream(b.Channel) {
+	if _, refused := c.streamRefused.Load(b.Channel); refused || b.Thread == "" {
 		return nil, nil
 	}
 	first := text[:chat.Prefix(text, maxStreamText, chat.UTF16)]
@@ -232,10 +225,4 @@ func (c *Notifier) Typing(ctx context.Context, _ core.Run, b core.Binding) (time
 		c.statusRefused.Store(b.Channel, true)
 	}
 	return 0, err
-}
-
-// noStream reports whether Slack refused to stream in channel before.
-func (c *Notifier) noStream(channel string) bool {
-	_, ok := c.streamRefused.Load(channel)
-	return ok
 }

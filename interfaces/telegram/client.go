@@ -86,10 +86,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.NameTimeout <= 0 {
 		cfg.NameTimeout = 2 * time.Second
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = core.SystemClock{}
-	}
-	chat.Defaults(nil, &cfg.Logger)
+	chat.Defaults(&cfg.Clock, &cfg.Logger)
 	b, err := bot.New(cfg.Token, bot.WithSkipGetMe(), bot.WithServerURL(cfg.APIURL),
 		bot.WithHTTPClient(cfg.HTTPClient.Timeout, cfg.HTTPClient),
 		bot.WithErrorsHandler(func(err error) { cfg.Logger.Debug("telegram client", "err", err) }))

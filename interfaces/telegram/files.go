@@ -24,13 +24,9 @@ const MaxCaptionLen = 1024
 // as a document.
 const maxPhotoBytes = 10 << 20
 
-// ErrFileTooLarge is matched (errors.Is) by a Download refused because the
-// file is larger than the limit the caller gave.
-var ErrFileTooLarge = chat.ErrFileTooLarge
-
 // Download fetches the file fileID (a photo's or document's file_id):
 // getFile, then a GET of <APIURL>/file/bot<token>/<file_path>. A file whose
-// file_size, or whose body, exceeds max bytes is refused (ErrFileTooLarge)
+// file_size, or whose body, exceeds max bytes is refused (chat.ErrFileTooLarge)
 // without reading more than max+1 bytes of it; the Bot API itself serves
 // bots files of at most 20 MB. Error texts never hold the token.
 func (c *Client) Download(ctx context.Context, fileID string, max int64) ([]byte, error) {
@@ -46,7 +42,7 @@ func (c *Client) Download(ctx context.Context, fileID string, max int64) ([]byte
 		return nil, fmt.Errorf("telegram getFile: %w", err)
 	}
 	if f.FileSize > max {
-		return nil, fmt.Errorf("telegram file download: %w of %d bytes", ErrFileTooLarge, max)
+		return nil, fmt.Errorf("telegram file download: %w of %d bytes", chat.ErrFileTooLarge, max)
 	}
 	if err := checkFilePath(f.FilePath); err != nil {
 		return nil, errors.New(strings.ReplaceAll(err.Error(), c.cfg.Token, "***"))

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentgate/agentgate/interfaces/chat"
 	"github.com/agentgate/agentgate/interfaces/telegram"
 	"github.com/agentgate/agentgate/interfaces/telegram/telegramtest"
 )
@@ -134,7 +135,7 @@ func TestDownload(t *testing.T) {
 			if strings.Contains(err.Error(), token) {
 				t.Errorf("err = %q holds the bot token", err)
 			}
-			if len(tc.data) > limit && !errors.Is(err, telegram.ErrFileTooLarge) {
+			if len(tc.data) > limit && !errors.Is(err, chat.ErrFileTooLarge) {
 				t.Errorf("err = %v, want ErrFileTooLarge", err)
 			}
 		})
@@ -185,7 +186,7 @@ func TestDownloadUntrustedAnswers(t *testing.T) {
 			t.Errorf("file_path %q: downloads = %d, want %d", tc.path, n, tc.wantDownloads)
 		}
 		if tc.wantDownloads > 0 {
-			if !errors.Is(err, telegram.ErrFileTooLarge) {
+			if !errors.Is(err, chat.ErrFileTooLarge) {
 				t.Errorf("err = %v, want ErrFileTooLarge", err)
 			}
 			// getFile's answer is small; the file's body is read at most to the limit + 1.

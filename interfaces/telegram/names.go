@@ -163,13 +163,6 @@ func (p people) list(ids []string, show func(id string) string) string {
 // plainList is list in plain text: chat.Card's and chat.WhoMay's approvers.
 func (p people) plainList(ids []string) string { return p.list(ids, p.plain) }
 
-// Approvers renders approver ids in plain text without asking Telegram who
-// they are: a Telegram user (its id or principal telegram:<id>) as "a
-// Telegram user", "requester" as the requester, anything else (key:<name>,
-// role:<role>, a person) as is. The notifier and the handler name Telegram
-// users as their chat shows them (Client.Names).
-func Approvers(ids []string) string { return people{}.plainList(ids) }
-
 // mentionRefused reports whether Telegram refused a text for a mention of
 // a user it will not let the bot mention (ENTITY_MENTION_USER_INVALID).
 func mentionRefused(err error) bool {

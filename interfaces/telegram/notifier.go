@@ -167,10 +167,6 @@ type callbackButton struct {
 	CallbackData string `json:"callback_data"`
 }
 
-// CardText is the card's text, MarkdownV2. A Telegram user id decider
-// (chat.DeciderShown) shows as a mention of them.
-func CardText(c chat.ApprovalCard) string { return people{}.cardText(c, nil, false) }
-
 // cardText is c's text, MarkdownV2, naming people as p does. approvers are
 // the policy's approver ids c.Approvers lists (chat.Card with p.plainList);
 // byName says c.DecidedBy is the decider's name, not their id.

@@ -52,19 +52,15 @@ type Poller struct {
 // not store) is tried again after a backoff, from a second doubling up to
 // 30s, reset by the next call that succeeds; a 429 waits its retry_after.
 func (p *Poller) Start(ctx context.Context) error {
-	log := p.Logger
-	chat.Defaults(nil, &log)
+	log, clock := p.Logger, p.Clock
+	chat.Defaults(&clock, &log)
 	timeout := p.Timeout
 	if timeout <= 0 {
 		timeout = 25 * time.Second
 	}
-	clock := p.Clock
-	if clock == nil {
-		clock = core.SystemClock{}
-	}
 	sleep := p.Sleep
 	if sleep == nil {
-		sleep = sleepCtx
+		sleep = func(ctx context.Context, d time.Duration) { _ = chat.SleepCtx(ctx, d) }
 	}
 	var offset int64
 	backoff := minPollBackoff
@@ -102,14 +98,4 @@ func (p *Poller) Start(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
