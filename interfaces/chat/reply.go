@@ -88,6 +88,16 @@ type LiveMessage interface {
 	End(ctx context.Context, text, note string) error
 }
 
+// EditedLive is a live message whose every update is one edit of it to
+// text and note ("" while it is written).
+type EditedLive func(ctx context.Context, text, note string) error
+
+// Show implements LiveMessage.
+func (e EditedLive) Show(ctx context.Context, text string) error { return e(ctx, text, "") }
+
+// End implements LiveMessage.
+func (e EditedLive) End(ctx context.Context, text, note string) error { return e(ctx, text, note) }
+
 // ReplyStore is what the reply pipeline reads and records; core.Store is one.
 type ReplyStore interface {
 	RunSessions

@@ -18,20 +18,13 @@ import (
 // thinkingNote is what a live message shows while nothing is written yet.
 const thinkingNote = "_Thinking…_"
 
-// liveMsg is a live message in a Discord channel or thread.
-type liveMsg struct {
-	n       *Notifier
-	channel string
-	id      string
-}
-
 // StartLive implements chat.Platform.
 func (n *Notifier) StartLive(ctx context.Context, _ core.Run, b core.Binding, text string) (chat.LiveMessage, string, error) {
 	id, err := n.Client.Post(ctx, b.Channel, Message{Content: liveText(text, "")})
 	if err != nil {
 		return nil, "", err
 	}
-	return &liveMsg{n: n, channel: b.Channel, id: id}, id, nil
+	return n.live(b.Channel, id), id, nil
 }
 
 // ResumeLive implements chat.Platform.
@@ -39,7 +32,14 @@ func (n *Notifier) ResumeLive(_ context.Context, b core.Binding, ref string) cha
 	if ref == "" {
 		return nil
 	}
-	return &liveMsg{n: n, channel: b.Channel, id: ref}
+	return n.live(b.Channel, ref)
+}
+
+// live is message id in channel, edited as the answer grows.
+func (n *Notifier) live(channel, id string) chat.EditedLive {
+	return func(ctx context.Context, text, note string) error {
+		return n.Client.Edit(ctx, channel, id, Message{Content: liveText(text, note)})
+	}
 }
 
 // typingLasts is how often the typing indicator is shown again: Discord
@@ -49,16 +49,6 @@ const typingLasts = 8 * time.Second
 // Typing implements chat.Typer.
 func (n *Notifier) Typing(ctx context.Context, _ core.Run, b core.Binding) (time.Duration, error) {
 	return typingLasts, n.Client.Typing(ctx, b.Channel)
-}
-
-// Show implements chat.LiveMessage.
-func (m *liveMsg) Show(ctx context.Context, text string) error {
-	return m.n.Client.Edit(ctx, m.channel, m.id, Message{Content: liveText(text, "")})
-}
-
-// End implements chat.LiveMessage.
-func (m *liveMsg) End(ctx context.Context, text, note string) error {
-	return m.n.Client.Edit(ctx, m.channel, m.id, Message{Content: liveText(text, note)})
 }
 
 // liveText is what a live message shows of text: the start of it within

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
@@ -32,18 +31,26 @@ func (h *Handler) command(ctx context.Context, req Request) (any, error) {
 		return ephemeral("This app answers `/%s`, not `/%s`.", name, cmd.Name), nil
 	}
 	sub, rest, _ := strings.Cut(cmd.Text, " ")
-	rest = strings.TrimSpace(rest)
+	cmds := chat.Commands{Routines: ic.Routines, Decider: ic.Approvals, Store: ic.Store}
+	asker := h.withGroups(chat.Asker(chat.PlatformSlack, cmd.Workspace, cmd.Channel, cmd.UserID), cmd.UserID)
+	here := core.Binding{Platform: chat.PlatformSlack, Workspace: cmd.Workspace, Channel: cmd.Channel}
+	var text string
+	var err error
 	switch strings.ToLower(sub) {
 	case "", "help":
 		return ephemeral(commandHelp, name), nil
 	case "routines":
-		return h.listRoutines(ctx, cmd, name)
+		text, err = cmds.ListRoutines(ctx, asker, dialect(name))
 	case "run":
-		return h.runRoutine(ctx, cmd, name, rest, req.DedupeKey)
+		// The key names the command: Slack delivering it again fires nothing more.
+		id, extra, _ := strings.Cut(strings.TrimSpace(rest), " ")
+		text, err = cmds.RunRoutine(ctx, asker, here, id, extra, "run:"+req.DedupeKey, dialect(name))
 	case "approvals":
-		return h.myApprovals(ctx, cmd, name)
+		text, err = cmds.ListApprovals(ctx, asker, here, dialect(name))
+	default:
+		return ephemeral("Unknown command `%s`.\n"+commandHelp, escapeMrkdwn(sub), name), nil
 	}
-	return ephemeral("Unknown command `%s`.\n"+commandHelp, escapeMrkdwn(sub), name), nil
+	return ephemeral("%s", text), err
 }
 
 const commandHelp = "*/%[1]s* talks to agentgate:\n" +
@@ -65,39 +72,4 @@ func dialect(name string) chat.Dialect {
 		Bullet: "• ",
 		Usage:  func(sub, args string) string { return strings.TrimSpace("/" + name + " " + sub + " " + args) },
 	}
-}
-
-// commands are the answers shared with the other platforms.
-func (h *Handler) commands() chat.Commands {
-	ic := h.cfg.Interact
-	return chat.Commands{Routines: ic.Routines, Decider: ic.Approvals, Store: ic.Store}
-}
-
-func (h *Handler) listRoutines(ctx context.Context, cmd *chat.Command, name string) (any, error) {
-	text, err := h.commands().ListRoutines(ctx, h.asker(cmd), dialect(name))
-	return ephemeral("%s", text), err
-}
-
-// key names the command: Slack delivering it again fires nothing more.
-func (h *Handler) runRoutine(ctx context.Context, cmd *chat.Command, name, rest, key string) (any, error) {
-	id, extra, _ := strings.Cut(rest, " ")
-	text, err := h.commands().RunRoutine(ctx, h.asker(cmd), core.Binding{Platform: chat.PlatformSlack, Workspace: cmd.Workspace,
-		Channel: cmd.Channel}, id, extra, "run:"+key, dialect(name))
-	return ephemeral("%s", text), err
-}
-
-func (h *Handler) myApprovals(ctx context.Context, cmd *chat.Command, name string) (any, error) {
-	text, err := h.commands().ListApprovals(ctx, h.asker(cmd), core.Binding{Platform: chat.PlatformSlack,
-		Workspace: cmd.Workspace, Channel: cmd.Channel}, dialect(name))
-	return ephemeral("%s", text), err
-}
-
-// asker is the principal giving cmd, in its channel, with its user groups.
-func (h *Handler) asker(cmd *chat.Command) approval.Principal {
-	p := chat.Asker(chat.PlatformSlack, cmd.Workspace, cmd.Channel, cmd.UserID)
-	p.MemberOf = func(ctx context.Context, group string) (bool, error) {
-		groups, err := h.groupsOf(ctx, []string{group}, cmd.UserID)
-		return len(groups) > 0, err
-	}
-	return p
 }

@@ -139,30 +139,24 @@ func (h *Handler) action(ctx context.Context, req Request) error {
 // clicker is the principal of a click, who is in a Slack user group when
 // usergroups.users.list says so.
 func (h *Handler) clicker(act *chat.Action) approval.Principal {
-	p := chat.Clicker(act)
-	p.MemberOf = func(ctx context.Context, group string) (bool, error) {
-		groups, err := h.groupsOf(ctx, []string{group}, act.UserID)
-		return len(groups) > 0, err
-	}
-	return p
+	return h.withGroups(chat.Clicker(act), act.UserID)
 }
 
-// groupsOf returns the user groups among approvers that user belongs to.
-func (h *Handler) groupsOf(ctx context.Context, approvers []string, user string) ([]string, error) {
-	var out []string
-	for _, id := range approvers {
-		if !isSlackGroupID(id) || h.cfg.Interact.Client == nil {
-			continue
+// withGroups is p, the Slack user user, a member of the user groups
+// usergroups.users.list says.
+func (h *Handler) withGroups(p approval.Principal, user string) approval.Principal {
+	p.MemberOf = func(ctx context.Context, group string) (bool, error) {
+		c := h.cfg.Interact.Client
+		if !isSlackGroupID(group) || c == nil {
+			return false, nil
 		}
-		members, err := h.cfg.Interact.Client.GroupMembers(ctx, id)
+		members, err := c.GroupMembers(ctx, group)
 		if err != nil {
-			return nil, fmt.Errorf("members of user group %s: %w", id, err)
+			return false, fmt.Errorf("members of user group %s: %w", group, err)
 		}
-		if slices.Contains(members, user) {
-			out = append(out, id)
-		}
+		return slices.Contains(members, user), nil
 	}
-	return out, nil
+	return p
 }
 
 // tell shows text to user alone, after the request was acknowledged; a

@@ -42,13 +42,6 @@ func (n *Notifier) Typing(ctx context.Context, _ core.Run, b core.Binding) (time
 
 var _ chat.Typer = (*Notifier)(nil)
 
-// liveMsg is a live message in a Telegram chat.
-type liveMsg struct {
-	n      *Notifier
-	chatID int64
-	id     int
-}
-
 // StartLive implements chat.Platform.
 func (n *Notifier) StartLive(ctx context.Context, _ core.Run, b core.Binding, text string) (chat.LiveMessage, string, error) {
 	chatID, err := ChatID(b.Channel)
@@ -59,7 +52,7 @@ func (n *Notifier) StartLive(ctx context.Context, _ core.Run, b core.Binding, te
 	if err != nil {
 		return nil, "", err
 	}
-	return &liveMsg{n: n, chatID: chatID, id: id}, strconv.Itoa(id), nil
+	return n.live(chatID, id), strconv.Itoa(id), nil
 }
 
 // ResumeLive implements chat.Platform.
@@ -69,17 +62,14 @@ func (n *Notifier) ResumeLive(_ context.Context, b core.Binding, ref string) cha
 	if err != nil || id == 0 {
 		return nil
 	}
-	return &liveMsg{n: n, chatID: chatID, id: id}
+	return n.live(chatID, id)
 }
 
-// Show implements chat.LiveMessage.
-func (m *liveMsg) Show(ctx context.Context, text string) error {
-	return m.n.Client.Edit(ctx, m.chatID, m.id, liveView(text, ""), nil)
-}
-
-// End implements chat.LiveMessage.
-func (m *liveMsg) End(ctx context.Context, text, note string) error {
-	return m.n.Client.Edit(ctx, m.chatID, m.id, liveView(text, note), nil)
+// live is message id in chatID, edited as the answer grows.
+func (n *Notifier) live(chatID int64, id int) chat.EditedLive {
+	return func(ctx context.Context, text, note string) error {
+		return n.Client.Edit(ctx, chatID, id, liveView(text, note), nil)
+	}
 }
 
 // liveView is what a live message shows of text (MarkdownV2): the start of
