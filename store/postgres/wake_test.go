@@ -1,74 +1,20 @@
 package postgres_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/queue/queuetest"
 	"github.com/agentgate/agentgate/store/postgres"
 )
 
-// A waiting worker sleeps until the next job is due instead of polling,
-// and is still on time for each kind of job that becomes due later: a
-// delayed job, a retry made while it waits, a lease that runs out. The
-// poll is an hour here, so each delivery below comes from the sleep until
-// due or from a wake-up.
+// A waiting Dequeue sleeps until the next job is due instead of polling
+// (queuetest.RunWakesWhenDue), with the listener up.
 func TestDequeueWakesWhenDue(t *testing.T) {
 	url := testURL(t)
 	db := openDB(t, url, newSchema(t, url), postgres.Options{PollInterval: time.Hour})
-	wait := func() (core.Job, error) {
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-		defer cancel()
-		return db.Dequeue(ctx, "w", time.Minute)
-	}
-	dequeue := func(what string) core.Job {
-		t.Helper()
-		j, err := wait()
-		if err != nil {
-			t.Fatalf("%s: Dequeue = %v; the wait did not end when the job was due", what, err)
-		}
-		return j
-	}
-
-	if err := db.Enqueue(t.Context(), core.Job{Kind: "later", RunAt: time.Now().Add(200 * time.Millisecond)}); err != nil {
-		t.Fatal(err)
-	}
-	j := dequeue("delayed job")
-	if j.Kind != "later" {
-		t.Fatalf("dequeued %q, want the delayed job", j.Kind)
-	}
-	<-db.ListenerReady()
-	// A worker waits (the only job is leased for a minute), then the job
-	// fails with a retry due before that minute.
-	got := make(chan core.Job, 1)
-	go func() {
-		j, err := wait()
-		if err != nil {
-			t.Errorf("retry: Dequeue = %v; the waiting worker was not told of the retry", err)
-		}
-		got <- j
-	}()
-	time.Sleep(200 * time.Millisecond) // let it look and go to sleep (it would find the retry otherwise)
-	if _, err := db.Fail(t.Context(), j, "try again", 200*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	if j = <-got; j.Attempt != 2 {
-		t.Fatalf("retry delivered attempt %d, want 2", j.Attempt)
-	}
-	if err := db.Ack(t.Context(), j); err != nil {
-		t.Fatal(err)
-	}
-
-	// A lease that runs out: the holder stopped heartbeating.
-	if err := db.Enqueue(t.Context(), core.Job{Kind: "held"}); err != nil {
-		t.Fatal(err)
-	}
-	held, err := db.Dequeue(t.Context(), "gone", 300*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if j = dequeue("expired lease"); j.ID != held.ID || j.Lease == held.Lease {
-		t.Fatalf("after the lease ran out got %s (lease %s), want %s under a new lease", j.ID, j.Lease, held.ID)
-	}
+	queuetest.RunWakesWhenDue(t, db, func() {
+		<-db.ListenerReady()
+		time.Sleep(200 * time.Millisecond) // the waiting worker looks and goes to sleep
+	})
 }

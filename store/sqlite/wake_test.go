@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/queue/queuetest"
 )
 
 // woken reports whether ch (a wakeCh) was closed: idle workers were told
@@ -86,72 +87,20 @@ func TestReadersStayOpen(t *testing.T) {
 	}
 }
 
-// A waiting Dequeue sleeps until the next job is due instead of polling:
-// with a poll far longer than the test, a delayed job, a retry scheduled
-// while a worker already waits, and a lease that runs out are each
-// delivered when due.
+// A waiting Dequeue sleeps until the next job is due instead of polling
+// (queuetest.RunWakesWhenDue).
 func TestDequeueWakesWhenDue(t *testing.T) {
 	db, err := Open(t.Context(), filepath.Join(t.TempDir(), "db"), Options{Logger: slog.New(slog.DiscardHandler), PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	wait := func() (core.Job, error) {
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-		defer cancel()
-		return db.Dequeue(ctx, "w", time.Minute)
-	}
-	dequeue := func(what string) core.Job {
-		t.Helper()
-		j, err := wait()
-		if err != nil {
-			t.Fatalf("%s: Dequeue = %v; the wait did not end when the job was due", what, err)
+	queuetest.RunWakesWhenDue(t, db, func() {
+		for waiting := 0; waiting == 0; {
+			time.Sleep(time.Millisecond)
+			db.mu.Lock()
+			waiting = db.hand.idle
+			db.mu.Unlock()
 		}
-		return j
-	}
-
-	if err := db.Enqueue(t.Context(), core.Job{Kind: "later", RunAt: time.Now().Add(200 * time.Millisecond)}); err != nil {
-		t.Fatal(err)
-	}
-	j := dequeue("delayed job")
-	if j.Kind != "later" {
-		t.Fatalf("dequeued %q, want the delayed job", j.Kind)
-	}
-	// A worker waits (the only job is leased for a minute), then the job
-	// fails with a retry due before that minute.
-	got := make(chan core.Job, 1)
-	go func() {
-		j, err := wait()
-		if err != nil {
-			t.Errorf("retry: Dequeue = %v; the waiting worker was not told of the retry", err)
-		}
-		got <- j
-	}()
-	for waiting := 0; waiting == 0; {
-		time.Sleep(time.Millisecond)
-		db.mu.Lock()
-		waiting = db.hand.idle
-		db.mu.Unlock()
-	}
-	if _, err := db.Fail(t.Context(), j, "try again", 200*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	if j = <-got; j.Attempt != 2 {
-		t.Fatalf("retry delivered attempt %d, want 2", j.Attempt)
-	}
-	if err := db.Ack(t.Context(), j); err != nil {
-		t.Fatal(err)
-	}
-
-	// A lease that runs out: the holder stopped heartbeating.
-	if err := db.Enqueue(t.Context(), core.Job{Kind: "held"}); err != nil {
-		t.Fatal(err)
-	}
-	held, err := db.Dequeue(t.Context(), "gone", 300*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if j = dequeue("expired lease"); j.ID != held.ID || j.Lease == held.Lease {
-		t.Fatalf("after the lease ran out got %s (lease %s), want %s under a new lease", j.ID, j.Lease, held.ID)
-	}
+	})
 }
