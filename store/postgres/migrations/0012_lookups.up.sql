@@ -7,7 +7,8 @@
 -- read every completed run of every session before the run.
 CREATE INDEX runs_history ON runs (session_id, pk) WHERE status = 'completed';
 
--- A finish cancels its run's pending approvals, and a decision resumes the
--- run when none of its approvals is pending any more. Both read every
--- pending approval of every run through approvals_due or approvals_status.
-CREATE INDEX approvals_pending ON approvals (run_id) WHERE status = 'pending';
+-- A finish cancels its run's pending approvals, a decision resumes the run
+-- when none of its approvals is pending any more, and the API's view of a
+-- paused run lists them (in pk order). Each read every pending approval of
+-- every run through approvals_due or approvals_status.
+CREATE INDEX approvals_pending ON approvals (run_id, pk) WHERE status = 'pending';
