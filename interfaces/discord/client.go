@@ -174,8 +174,13 @@ func (c *Client) Edit(ctx context.Context, channel, id string, m Message) error 
 	_, err := c.s.ChannelMessageEditComplex(&discordgo.MessageEdit{
 		ID: id, Channel: channel, Content: &m.Content, Components: &comps, AllowedMentions: noMentions,
 	}, discordgo.WithContext(ctx))
+	return wrap(err, "edit message "+id)
+}
+
+// wrap names the call err (nil: none) came from.
+func wrap(err error, call string) error {
 	if err != nil {
-		return fmt.Errorf("discord edit message %s: %w", id, err)
+		return fmt.Errorf("discord %s: %w", call, err)
 	}
 	return nil
 }
@@ -183,10 +188,7 @@ func (c *Client) Edit(ctx context.Context, channel, id string, m Message) error 
 // Typing shows the bot typing in channel (Trigger Typing Indicator) for
 // about 10 seconds, or until it posts there.
 func (c *Client) Typing(ctx context.Context, channel string) error {
-	if err := c.s.ChannelTyping(channel, discordgo.WithContext(ctx)); err != nil {
-		return fmt.Errorf("discord typing in %s: %w", channel, err)
-	}
-	return nil
+	return wrap(c.s.ChannelTyping(channel, discordgo.WithContext(ctx)), "typing in "+channel)
 }
 
 // StartThread opens a thread on message msg of channel (its id is msg's);
@@ -198,10 +200,7 @@ func (c *Client) StartThread(ctx context.Context, channel, msg, name string) err
 	if errors.As(err, &rerr) && rerr.Message != nil && rerr.Message.Code == discordgo.ErrCodeThreadAlreadyCreatedForThisMessage {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("discord start thread on %s: %w", msg, err)
-	}
-	return nil
+	return wrap(err, "start thread on "+msg)
 }
 
 // channelInfo is what the gateway needs of a channel.
@@ -222,10 +221,7 @@ func (c *Client) channel(ctx context.Context, id string) (channelInfo, error) {
 // Respond answers an interaction that came over the Gateway
 // (POST /interactions/{id}/{token}/callback).
 func (c *Client) Respond(ctx context.Context, i *discordgo.Interaction, r *discordgo.InteractionResponse) error {
-	if err := c.s.InteractionRespond(i, r, discordgo.WithContext(ctx)); err != nil {
-		return fmt.Errorf("discord interaction response: %w", err)
-	}
-	return nil
+	return wrap(c.s.InteractionRespond(i, r, discordgo.WithContext(ctx)), "interaction response")
 }
 
 // Followup posts text as the follow-up of interaction i
@@ -233,17 +229,12 @@ func (c *Client) Respond(ctx context.Context, i *discordgo.Interaction, r *disco
 func (c *Client) Followup(ctx context.Context, i *discordgo.Interaction, text string, flags discordgo.MessageFlags) error {
 	_, err := c.s.FollowupMessageCreate(i, true, &discordgo.WebhookParams{Content: text, Flags: flags, AllowedMentions: noMentions},
 		discordgo.WithContext(ctx))
-	if err != nil {
-		return fmt.Errorf("discord follow-up: %w", err)
-	}
-	return nil
+	return wrap(err, "follow-up")
 }
 
 // RegisterCommands sets the application's global commands to cmds
 // (PUT /applications/{id}/commands).
 func (c *Client) RegisterCommands(ctx context.Context, appID string, cmds []*discordgo.ApplicationCommand) error {
-	if _, err := c.s.ApplicationCommandBulkOverwrite(appID, "", cmds, discordgo.WithContext(ctx)); err != nil {
-		return fmt.Errorf("discord register commands: %w", err)
-	}
-	return nil
+	_, err := c.s.ApplicationCommandBulkOverwrite(appID, "", cmds, discordgo.WithContext(ctx))
+	return wrap(err, "register commands")
 }
