@@ -199,19 +199,22 @@ func createRunTx(ctx context.Context, tx *txn, nr core.NewRun, out *core.Run) er
 	if agent != r.AgentID {
 		return fmt.Errorf("session %s of agent %s: %w", s.ID, agent, core.ErrSessionAgent)
 	}
-	events := int64(len(nr.Events))
-	tx.Later(`INSERT INTO runs (id, session_id, agent_id, user_id, run_type, status,
-		parent_run_id, routine_id, started_by, input, output, error, input_tokens, output_tokens, created_at, conversation)
-		VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-		RETURNING `+runCols,
+	// One statement: the run, its last_seq already past its first events,
+	// and the events (journalInsert).
+	j := newJournal(nr.Events)
+	tx.Later(`WITH run AS (INSERT INTO runs (id, session_id, agent_id, user_id, run_type, status,
+			parent_run_id, routine_id, started_by, input, output, error, input_tokens, output_tokens, created_at,
+			conversation, last_seq)
+			VALUES ($4, $5, $6, $7, $8, 'queued', $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, cardinality($1::text[]))
+			RETURNING `+runCols+`),
+		journal AS (`+journalInsert+`)
+		SELECT `+runCols+` FROM run`, j.args(
 		r.ID, r.SessionID, r.AgentID, r.UserID, string(r.Type), r.ParentRunID, r.RoutineID, r.StartedBy, r.Input, r.Output,
-		r.Error, r.Usage.InputTokens, r.Usage.OutputTokens, r.CreatedAt, sqlstore.EncodeConversation(s.Binding)).Row(func(row pgx.Row) error {
+		r.Error, r.Usage.InputTokens, r.Usage.OutputTokens, r.CreatedAt, sqlstore.EncodeConversation(s.Binding))...).Row(func(row pgx.Row) error {
 		run, err := sqlstore.ScanRun(row)
-		run.LastSeq = events
 		*out = run.Run
 		return err
 	}).Wrap("insert run")
-	appendTx(tx, r.ID, 0, nr.Events)
 	return nil
 }
 
