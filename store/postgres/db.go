@@ -122,6 +122,12 @@ type DB struct {
 
 	mu     sync.Mutex
 	notify chan struct{} // closed and replaced when a job may be due
+	wakes  uint64        // wake-ups so far: a next due time read since the last one holds
+
+	dueMu  sync.Mutex // one read of the next due time at a time (untilDue)
+	dueAt  *time.Time // the next due time read after wake-up dueGen (nil: no job)
+	dueGen uint64
+	dueOK  bool // dueAt was read
 
 	lmu         sync.Mutex
 	listening   bool        // the listener goroutine was started
@@ -467,6 +473,7 @@ func keyHash(s string) int32 {
 // wake tells waiting Dequeue calls that a job may be due.
 func (db *DB) wake() {
 	db.mu.Lock()
+	db.wakes++
 	close(db.notify)
 	db.notify = make(chan struct{})
 	db.mu.Unlock()

@@ -59,18 +59,31 @@ func (db *DB) Dequeue(ctx context.Context, consumer string, lease time.Duration)
 
 // untilDue says how long until the next job is due: 0 when there is none,
 // listenLostPoll when one is due already (another consumer is taking it, or
-// its dequeue has not committed yet: look again soon).
+// its dequeue has not committed yet: look again soon). The consumers woken
+// together, who all found nothing, read it once: until the next wake-up no
+// job becomes due sooner than it says (a job taken or acked meanwhile only
+// makes one of them look early).
 func (db *DB) untilDue(ctx context.Context) (time.Duration, error) {
-	var at *time.Time
-	if err := db.pool.QueryRow(ctx, nextDueStmt).Scan(&at); err != nil {
-		return 0, fmt.Errorf("dequeue: next due job: %w", err)
+	db.mu.Lock()
+	gen := db.wakes
+	db.mu.Unlock()
+	db.dueMu.Lock()
+	defer db.dueMu.Unlock()
+	if !db.dueOK || db.dueGen != gen {
+		var at *time.Time
+		if err := db.pool.QueryRow(ctx, nextDueStmt).Scan(&at); err != nil {
+			db.dueOK = false
+			return 0, fmt.Errorf("dequeue: next due job: %w", err)
+		}
+		db.dueAt, db.dueGen, db.dueOK = at, gen, true
 	}
-	if at == nil {
+	if db.dueAt == nil {
 		return 0, nil
 	}
-	if wait := at.Sub(db.opts.Clock.Now()); wait > 0 {
+	if wait := db.dueAt.Sub(db.opts.Clock.Now()); wait > 0 {
 		return wait, nil
 	}
+	db.dueOK = false // due already: read it again at the next look
 	return listenLostPoll, nil
 }
 
