@@ -101,7 +101,7 @@ func parseDenySubmission(cb slackapi.InteractionCallback) (Request, error) {
 // edited by the approval job the decision commits.
 func (h *Handler) action(ctx context.Context, req Request) error {
 	act, ic := req.Action, h.cfg.Interact
-	p := h.clicker(act)
+	p := h.withGroups(chat.Clicker(act), act.UserID)
 	askReason := act.TriggerID != "" && ic.Client != nil
 	c, err := chat.Decide(ctx, ic.Store, ic.Approvals, act, p, askReason)
 	if err != nil {
@@ -134,12 +134,6 @@ func (h *Handler) action(ctx context.Context, req Request) error {
 		h.tell(act.Channel, act.Thread, act.UserID, c.Text(Approvers, decider))
 	}
 	return nil
-}
-
-// clicker is the principal of a click, who is in a Slack user group when
-// usergroups.users.list says so.
-func (h *Handler) clicker(act *chat.Action) approval.Principal {
-	return h.withGroups(chat.Clicker(act), act.UserID)
 }
 
 // withGroups is p, the Slack user user, a member of the user groups

@@ -34,10 +34,6 @@ func (db *DB) Enqueue(ctx context.Context, j core.Job) error {
 // the listener connection is down: enqueues on other replicas wake nobody.
 const listenLostPoll = 250 * time.Millisecond
 
-// nextDueStmt finds when the next job is due: a waiting job's visible_at,
-// or when a delivered job's lease runs out (jobs_due).
-const nextDueStmt = `SELECT MIN(visible_at) FROM jobs WHERE dead_at IS NULL`
-
 // Dequeue blocks until a job is due and leases it to consumer; see
 // core.Queue. Jobs enqueued in this process wake it at once, those enqueued
 // by other processes through LISTEN/NOTIFY; otherwise it sleeps until the
@@ -71,7 +67,7 @@ func (db *DB) untilDue(ctx context.Context) (time.Duration, error) {
 	defer db.dueMu.Unlock()
 	if !db.dueOK || db.dueGen != gen {
 		var at *time.Time
-		if err := db.pool.QueryRow(ctx, nextDueStmt).Scan(&at); err != nil {
+		if err := db.pool.QueryRow(ctx, sqlstore.NextDueStmt).Scan(&at); err != nil {
 			db.dueOK = false
 			return 0, fmt.Errorf("dequeue: next due job: %w", err)
 		}

@@ -151,12 +151,8 @@ func (db *DB) TryDequeue(ctx context.Context, consumer string, lease time.Durati
 	return j, ok, err
 }
 
-// nextDueStmt finds when the next job is due: a waiting job's visible_at,
-// or when a delivered job's lease runs out.
-const nextDueStmt = `SELECT MIN(visible_at) FROM jobs WHERE dead_at IS NULL`
-
-// untilDue reads nextDueStmt's row: whether a job is due at now, else how
-// long until one is (0: no job at all).
+// untilDue reads sqlstore.NextDueStmt's row: whether a job is due at now,
+// else how long until one is (0: no job at all).
 func untilDue(row *sql.Row, now time.Time) (bool, time.Duration, error) {
 	var at sql.NullInt64
 	if err := row.Scan(&at); err != nil {
@@ -179,7 +175,7 @@ func (db *DB) tryDequeue(ctx context.Context, consumer string, lease time.Durati
 	}
 	// Look on a reader first: workers woken together by one enqueue, and
 	// polls that find nothing, take no write transaction.
-	due, next, err := untilDue(db.r.QueryRowContext(ctx, nextDueStmt), db.opts.Clock.Now())
+	due, next, err := untilDue(db.r.QueryRowContext(ctx, sqlstore.NextDueStmt), db.opts.Clock.Now())
 	if err != nil {
 		return core.Job{}, false, 0, fmt.Errorf("dequeue: %w", err)
 	}
@@ -198,7 +194,7 @@ func (db *DB) tryDequeue(ctx context.Context, consumer string, lease time.Durati
 				WHERE dead_at IS NULL AND visible_at <= ?
 				ORDER BY visible_at, rowid LIMIT 1`, now.UnixNano()), db.opts.MaxAttempts)
 			if errors.Is(err, sql.ErrNoRows) { // taken by another consumer, or dead-lettered above
-				_, next, err = untilDue(tx.QueryRowContext(ctx, nextDueStmt), now)
+				_, next, err = untilDue(tx.QueryRowContext(ctx, sqlstore.NextDueStmt), now)
 				return err
 			}
 			if err != nil {

@@ -59,6 +59,10 @@ func Retry(attempt, maxAttempts int, retryAfter time.Duration, backoff func(int)
 	return false, retryAfter
 }
 
+// NextDueStmt finds when the next job is due: a waiting job's visible_at,
+// or when a delivered job's lease runs out.
+const NextDueStmt = `SELECT MIN(visible_at) FROM jobs WHERE dead_at IS NULL`
+
 // JobCols are the columns ScanJob reads, in order.
 const JobCols = `id, kind, key, payload, attempt, max_attempts, visible_at, last_error, created_at, lease`
 
@@ -234,7 +238,7 @@ func (q Jobs) Depth(ctx context.Context) (n int64, err error) {
 // unless it lies ahead.
 func (q Jobs) OldestDue(ctx context.Context) (time.Time, error) {
 	var at *time.Time
-	err := One(ctx, q.R, `SELECT MIN(visible_at) FROM jobs WHERE dead_at IS NULL`, nil,
+	err := One(ctx, q.R, NextDueStmt, nil,
 		func(r Row) error { return r.Scan(AtOpt(&at)) })
 	if err != nil {
 		return time.Time{}, fmt.Errorf("queue oldest due: %w", err)
