@@ -32,7 +32,8 @@
 //
 // A waiting Dequeue is woken by LISTEN/NOTIFY (pg_notify in the enqueueing
 // transaction, delivered on commit to a dedicated listener connection) across
-// processes, and at once in-process; between wake-ups it sleeps until the
+// processes, and at once in-process; an enqueue wakes one waiting Dequeue,
+// which wakes the next when it takes a job. Between wake-ups it sleeps until the
 // next job is due (a delayed job, a retry, a lease running out), looking at
 // least every PollInterval — every listenLostPoll while the listener
 // connection is down.
@@ -121,7 +122,8 @@ type DB struct {
 	trips *trips
 
 	mu     sync.Mutex
-	notify chan struct{} // closed and replaced when a job may be due
+	notify chan struct{} // closed and replaced to wake every waiting Dequeue (the listener came or went)
+	one    chan struct{} // buffered 1: wakes one waiting Dequeue (a job may be due)
 	wakes  uint64        // wake-ups so far: a next due time read since the last one holds
 
 	dueMu  sync.Mutex // one read of the next due time at a time (untilDue)
@@ -177,12 +179,12 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	lctx, stop := context.WithCancel(context.Background())
-	db := &DB{pool: pool, opts: opts, trips: tr, notify: make(chan struct{}), listenCtx: lctx, stopListen: stop,
+	db := &DB{pool: pool, opts: opts, trips: tr, notify: make(chan struct{}), one: make(chan struct{}, 1), listenCtx: lctx, stopListen: stop,
 		listenReady: make(chan struct{})}
 	db.Routines = sqlstore.Routines{D: routineDriver{db}, R: poolConn{db.pool}, Dialect: dialect}
 	db.Data = sqlstore.Data{R: poolConn{db.pool}, W: poolConn{db.pool}, Tx: db, Dialect: dialect, Now: db.opts.Clock.Now}
 	db.Jobs = sqlstore.Jobs{R: poolConn{db.pool}, W: poolConn{db.pool}, Dialect: dialect, Now: db.opts.Clock.Now,
-		MaxAttempts: db.opts.MaxAttempts, Backoff: db.opts.Backoff, Due: db.due, Moved: db.wake}
+		MaxAttempts: db.opts.MaxAttempts, Backoff: db.opts.Backoff, Due: db.due, Moved: db.wakeOne}
 	db.Runs = sqlstore.Runs{D: runDriver{db}}
 	if opts.SkipMigrate {
 		err = db.Ping(ctx)
@@ -470,13 +472,34 @@ func keyHash(s string) int32 {
 	return int32(h.Sum32())
 }
 
-// wake tells waiting Dequeue calls that a job may be due.
+// wake wakes every waiting Dequeue call: the listener came or went, so
+// how often they must look changed.
 func (db *DB) wake() {
 	db.mu.Lock()
 	db.wakes++
 	close(db.notify)
 	db.notify = make(chan struct{})
 	db.mu.Unlock()
+}
+
+// wakeOne tells one waiting Dequeue call that a job may be due (an
+// enqueue, a notification, a retry). The one woken that takes a job passes
+// the wake-up on (passOn), so a batch of jobs reaches as many workers
+// while a single job costs one look, not one per waiting worker. A wake-up
+// while one is pending is dropped: the pass-on covers its job.
+func (db *DB) wakeOne() {
+	db.mu.Lock()
+	db.wakes++ // a due time read before now may be stale
+	db.mu.Unlock()
+	db.passOn()
+}
+
+// passOn wakes one more waiting Dequeue call, if none is pending.
+func (db *DB) passOn() {
+	select {
+	case db.one <- struct{}{}:
+	default:
+	}
 }
 
 // wakeCh returns the channel the next wake closes.
@@ -551,7 +574,7 @@ func (db *DB) listenOnce(ctx context.Context) (listened bool, err error) {
 			return true, err
 		}
 		if n.Payload == db.opts.Schema {
-			db.wake()
+			db.wakeOne()
 		}
 	}
 }

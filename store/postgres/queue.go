@@ -35,14 +35,25 @@ func (db *DB) Enqueue(ctx context.Context, j core.Job) error {
 const listenLostPoll = 250 * time.Millisecond
 
 // Dequeue blocks until a job is due and leases it to consumer; see
-// core.Queue. Jobs enqueued in this process wake it at once, those enqueued
-// by other processes through LISTEN/NOTIFY; otherwise it sleeps until the
-// next job is due, looking at least every Options.PollInterval.
+// core.Queue. Jobs enqueued in this process wake a waiting Dequeue at once,
+// those enqueued by other processes through LISTEN/NOTIFY; otherwise it
+// sleeps until the next job is due, looking at least every
+// Options.PollInterval.
 func (db *DB) Dequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, error) {
 	db.startListener()
-	return core.WaitDequeue(ctx, db.opts.PollInterval, db.wakeCh, nil, func() (core.Job, bool, time.Duration, error) {
+	j, err := core.WaitDequeue(ctx, db.opts.PollInterval, db.wakeCh, db.one, db.look(ctx, consumer, lease))
+	if err != nil && ctx.Err() != nil {
+		db.passOn() // a wake-up this call took as it ended goes to another
+	}
+	return j, err
+}
+
+// look is one look of a waiting Dequeue (see core.WaitDequeue).
+func (db *DB) look(ctx context.Context, consumer string, lease time.Duration) func() (core.Job, bool, time.Duration, error) {
+	return func() (core.Job, bool, time.Duration, error) {
 		j, ok, err := db.TryDequeue(ctx, consumer, lease)
 		if ok || err != nil {
+			db.passOn() // there may be more: the next waiting worker looks
 			return j, ok, 0, err
 		}
 		next, err := db.untilDue(ctx)
@@ -50,7 +61,7 @@ func (db *DB) Dequeue(ctx context.Context, consumer string, lease time.Duration)
 			next = listenLostPoll
 		}
 		return j, false, next, err
-	})
+	}
 }
 
 // untilDue says how long until the next job is due: 0 when there is none,
@@ -135,11 +146,12 @@ func ackTx(tx *txn, j *core.Job) {
 	tx.Later(dollars(sqlstore.AckStmt), j.ID, j.Lease)
 }
 
-// due wakes the consumers waiting here and, through NOTIFY, on the other
-// replicas (best effort: they also poll).
+// due wakes a consumer waiting here and, through NOTIFY, one on each of the
+// other replicas (best effort: they also poll); each passes it on while
+// there are jobs.
 func (db *DB) due(ctx context.Context) {
 	if _, err := db.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, db.opts.Schema); err != nil {
 		db.opts.Logger.Debug("notify due jobs", "err", err)
 	}
-	db.wake()
+	db.wakeOne()
 }

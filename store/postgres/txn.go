@@ -391,7 +391,7 @@ func (t *txn) end(ctx context.Context) {
 
 // tx runs fn in a READ COMMITTED transaction (see txn) and commits when fn
 // returns nil. A transaction that enqueued jobs notifies listeners
-// (delivered on commit) and wakes local waiting Dequeue calls.
+// (delivered on commit) and wakes a local waiting Dequeue call.
 func (db *DB) tx(ctx context.Context, fn func(tx *txn) error) error {
 	t := &txn{db: db}
 	defer t.end(ctx)
@@ -402,7 +402,7 @@ func (db *DB) tx(ctx context.Context, fn func(tx *txn) error) error {
 		}
 		if err = t.commit(ctx); err == nil {
 			if t.enqueued {
-				db.wake()
+				db.wakeOne()
 			}
 			return nil
 		}

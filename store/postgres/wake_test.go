@@ -1,9 +1,11 @@
 package postgres_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/core/queue/queuetest"
 	"github.com/agentgate/agentgate/store/postgres"
 )
@@ -13,8 +15,56 @@ import (
 func TestDequeueWakesWhenDue(t *testing.T) {
 	url := testURL(t)
 	db := openDB(t, url, newSchema(t, url), postgres.Options{PollInterval: time.Hour})
-	queuetest.RunWakesWhenDue(t, db, func() {
+	queuetest.RunWakesWhenDue(t, db, asleep(db))
+}
+
+// Jobs enqueued while several workers wait reach all of them
+// (queuetest.RunWakesEveryWorker), though an enqueue wakes only one.
+func TestDequeueWakesEveryWorker(t *testing.T) {
+	url := testURL(t)
+	db := openDB(t, url, newSchema(t, url), postgres.Options{PollInterval: time.Hour})
+	queuetest.RunWakesEveryWorker(t, db, asleep(db))
+}
+
+// asleep waits for waiting workers to look and go to sleep: the store does
+// not tell, so it gives them time (too little only makes a test miss a
+// defect, never fail).
+func asleep(db *postgres.DB) func(int) {
+	return func(int) {
 		<-db.ListenerReady()
-		time.Sleep(200 * time.Millisecond) // the waiting worker looks and goes to sleep
-	})
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// An enqueue wakes one of the workers waiting, not all: with eight waiting
+// the statements from the enqueue to a quiet queue are a handful (the
+// enqueue, the dequeue that takes the job, one or two looks that find
+// nothing), where waking them all cost two looks per worker.
+func TestEnqueueWakesOneWorker(t *testing.T) {
+	url := testURL(t)
+	db := openDB(t, url, newSchema(t, url), postgres.Options{PollInterval: time.Hour})
+	const workers = 8
+	got := make(chan error, workers)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for range workers {
+		go func() {
+			_, err := db.Dequeue(ctx, "w", time.Minute)
+			got <- err
+		}()
+	}
+	asleep(db)(workers)
+	before := db.RoundTrips()
+	if err := db.Enqueue(t.Context(), core.Job{Kind: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	asleep(db)(workers - 1) // the looks the wake-up started are over
+	if n := db.RoundTrips() - before; n > workers {
+		t.Errorf("one enqueue with %d workers waiting: %d statements; want a handful, not looks by every worker", workers, n)
+	} else {
+		t.Logf("one enqueue with %d workers waiting: %d statements", workers, n)
+	}
 }

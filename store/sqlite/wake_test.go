@@ -95,12 +95,28 @@ func TestDequeueWakesWhenDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	queuetest.RunWakesWhenDue(t, db, func() {
-		for waiting := 0; waiting == 0; {
+	queuetest.RunWakesWhenDue(t, db, asleep(db))
+}
+
+// Jobs enqueued while several workers wait reach all of them
+// (queuetest.RunWakesEveryWorker).
+func TestDequeueWakesEveryWorker(t *testing.T) {
+	db, err := Open(t.Context(), filepath.Join(t.TempDir(), "db"), Options{Logger: slog.New(slog.DiscardHandler), PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	queuetest.RunWakesEveryWorker(t, db, asleep(db))
+}
+
+// asleep returns a func that waits until n Dequeue calls wait.
+func asleep(db *DB) func(n int) {
+	return func(n int) {
+		for waiting := 0; waiting < n; {
 			time.Sleep(time.Millisecond)
 			db.mu.Lock()
 			waiting = db.hand.idle
 			db.mu.Unlock()
 		}
-	})
+	}
 }

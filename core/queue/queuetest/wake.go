@@ -13,9 +13,9 @@ import (
 // clock and a poll far longer than the test (an hour), so that each
 // delivery below comes from the sleep until due or from a wake-up: a
 // delayed job, a retry scheduled while a worker already waits, a lease that
-// runs out. asleep returns once a Dequeue started after the call has
-// looked and gone to sleep.
-func RunWakesWhenDue(t *testing.T, q core.Queue, asleep func()) {
+// runs out. asleep(n) returns once n Dequeue calls started after the call
+// have looked and gone to sleep.
+func RunWakesWhenDue(t *testing.T, q core.Queue, asleep func(n int)) {
 	t.Helper()
 	wait := func() (core.Job, error) {
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -48,7 +48,7 @@ func RunWakesWhenDue(t *testing.T, q core.Queue, asleep func()) {
 		}
 		got <- j
 	}()
-	asleep()
+	asleep(1)
 	if _, err := q.Fail(t.Context(), j, "try again", 200*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
@@ -69,5 +69,79 @@ func RunWakesWhenDue(t *testing.T, q core.Queue, asleep func()) {
 	}
 	if j = dequeue("expired lease"); j.ID != held.ID || j.Lease == held.Lease {
 		t.Fatalf("after the lease ran out got %s (lease %s), want %s under a new lease", j.ID, j.Lease, held.ID)
+	}
+}
+
+// RunWakesEveryWorker checks, with the same queue, that jobs that become
+// due together while several workers wait reach all of them however the
+// wake-ups are shared out (a queue may wake one waiting worker and let it
+// wake the next when it takes a job): the jobs of a crashed consumer,
+// recovered in one statement, reach every waiting worker; and a delayed
+// job is delivered when due while a job due now goes to the other worker.
+func RunWakesEveryWorker(t *testing.T, q core.Queue, asleep func(n int)) {
+	t.Helper()
+	const workers = 6
+	for range workers {
+		if err := q.Enqueue(t.Context(), core.Job{Kind: "held"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Dequeue(t.Context(), "crashed", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type dequeued struct {
+		j   core.Job
+		err error
+	}
+	results := make(chan dequeued, workers)
+	wait := func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		j, err := q.Dequeue(ctx, "w", time.Minute)
+		results <- dequeued{j, err}
+	}
+	got := func() core.Job {
+		t.Helper()
+		r := <-results
+		if r.err != nil {
+			t.Fatalf("Dequeue = %v; a job that became due while it waited did not reach it", r.err)
+		}
+		return r.j
+	}
+	for range workers {
+		go wait()
+	}
+	asleep(workers)
+	if n, err := q.Recover(t.Context(), "crashed"); err != nil || n != workers {
+		t.Fatalf("Recover = %d, %v; want %d", n, err, workers)
+	}
+	seen := map[string]bool{}
+	for range workers {
+		j := got()
+		if seen[j.ID] {
+			t.Fatalf("job %s delivered twice", j.ID)
+		}
+		seen[j.ID] = true
+		if err := q.Ack(t.Context(), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for range 2 {
+		go wait()
+	}
+	asleep(2)
+	if err := q.Enqueue(t.Context(), core.Job{Kind: "later", RunAt: time.Now().Add(300 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(t.Context(), core.Job{Kind: "now"}); err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for range 2 {
+		kinds[got().Kind] = true
+	}
+	if !kinds["later"] || !kinds["now"] {
+		t.Fatalf("delivered %v, want the job due now and the delayed one", kinds)
 	}
 }
