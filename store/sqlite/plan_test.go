@@ -42,9 +42,9 @@ func TestLookupsUseTheirIndexes(t *testing.T) {
 		{"due routines", sqlstore.DueRoutinesStmt, []any{int64(1), 100}, "INDEX routines_due", 0},
 		{"next routine due", sqlstore.NextRoutineDueStmt, nil, "INDEX routines_due", 0},
 		{"a finish cancels the run's pending approvals", cancelPendingStmt, []any{"", "", int64(1), "run_1"},
-			"USING INDEX approvals_call (run_id=?)", 0},
+			"INDEX approvals_pending (run_id=?)", 0},
 		{"a decision resumes the run when nothing else is pending", resumeStmt, []any{"run_1"},
-			"SEARCH approvals USING INDEX approvals_call (run_id=?)", 0},
+			"INDEX approvals_pending (run_id=?)", 0},
 	} {
 		rows, err := db.r.QueryContext(t.Context(), `EXPLAIN QUERY PLAN `+tc.stmt, tc.args...)
 		if err != nil {

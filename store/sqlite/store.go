@@ -349,17 +349,16 @@ func (t runTx) setRun(ctx context.Context, query string, args ...any) (*core.Run
 }
 
 // cancelPendingStmt cancels the pending approvals of a run (?4), decided by
-// ?1 for reason ?2 at ?3. It reads the run's approvals (approvals_call):
-// left to itself the planner takes approvals_status, every pending
-// approval of every run.
-const cancelPendingStmt = `UPDATE approvals INDEXED BY approvals_call SET status = 'cancelled', decided_by = ?,
+// ?1 for reason ?2 at ?3. It reads the run's pending approvals only, through
+// approvals_pending (migration 14), which it names as the index does.
+const cancelPendingStmt = `UPDATE approvals SET status = 'cancelled', decided_by = ?,
 	decided_via = '', reason = ?, decided_at = ? WHERE run_id = ? AND status = 'pending' RETURNING rowid, id, tool_call_id`
 
 // resumeStmt queues run ?1 if it is paused and none of its approvals is
 // pending any more, and returns it; like cancelPendingStmt it reads the
-// run's approvals only.
+// run's pending approvals only.
 const resumeStmt = `UPDATE runs SET status = CASE WHEN status = 'paused' AND NOT EXISTS (
-	SELECT 1 FROM approvals INDEXED BY approvals_call WHERE run_id = runs.id AND status = 'pending') THEN 'queued' ELSE status END
+	SELECT 1 FROM approvals WHERE run_id = runs.id AND status = 'pending') THEN 'queued' ELSE status END
 	WHERE id = ? RETURNING ` + runCols
 
 // Close reads what closing run id needs; SQLite's one writer holds it all
