@@ -126,10 +126,8 @@ type DB struct {
 	one    chan struct{} // buffered 1: wakes one waiting Dequeue (a job may be due)
 	wakes  uint64        // wake-ups so far: a next due time read since the last one holds
 
-	dueMu  sync.Mutex // one read of the next due time at a time (untilDue)
-	dueAt  *time.Time // the next due time read after wake-up dueGen (nil: no job)
-	dueGen uint64
-	dueOK  bool // dueAt was read
+	dueMu sync.Mutex // one read of the next due time at a time (untilDue)
+	next  *nextDue   // the last one read; nil: read it at the next look
 
 	lmu         sync.Mutex
 	listening   bool        // the listener goroutine was started

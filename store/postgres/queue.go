@@ -76,22 +76,27 @@ func (db *DB) untilDue(ctx context.Context) (time.Duration, error) {
 	db.mu.Unlock()
 	db.dueMu.Lock()
 	defer db.dueMu.Unlock()
-	if !db.dueOK || db.dueGen != gen {
-		var at *time.Time
-		if err := db.pool.QueryRow(ctx, sqlstore.NextDueStmt).Scan(&at); err != nil {
-			db.dueOK = false
+	if db.next == nil || db.next.gen != gen {
+		db.next = &nextDue{gen: gen}
+		if err := db.pool.QueryRow(ctx, sqlstore.NextDueStmt).Scan(&db.next.at); err != nil {
+			db.next = nil
 			return 0, fmt.Errorf("dequeue: next due job: %w", err)
 		}
-		db.dueAt, db.dueGen, db.dueOK = at, gen, true
 	}
-	if db.dueAt == nil {
+	if db.next.at == nil {
 		return 0, nil
 	}
-	if wait := db.dueAt.Sub(db.opts.Clock.Now()); wait > 0 {
+	if wait := db.next.at.Sub(db.opts.Clock.Now()); wait > 0 {
 		return wait, nil
 	}
-	db.dueOK = false // due already: read it again at the next look
+	db.next = nil // due already: read it again at the next look
 	return listenLostPoll, nil
+}
+
+// nextDue is the next due time (nil: no job) read after wake-up gen.
+type nextDue struct {
+	at  *time.Time
+	gen uint64
 }
 
 // TryDequeue leases the oldest due job to consumer, or reports ok=false when
