@@ -559,10 +559,10 @@ func (db *DB) listenOnce(ctx context.Context) (listened bool, err error) {
 	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{notifyChannel}.Sanitize()); err != nil {
 		return false, err
 	}
-	db.readyOnce.Do(func() { close(db.listenReady) })
 	// Jobs enqueued before LISTEN took effect were not announced: look again.
 	db.listened.Store(true)
 	db.wake()
+	db.readyOnce.Do(func() { close(db.listenReady) })
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

@@ -27,12 +27,18 @@ func TestDequeueWakesEveryWorker(t *testing.T) {
 }
 
 // asleep waits for waiting workers to look and go to sleep: the store does
-// not tell, so it gives them time (too little only makes a test miss a
-// defect, never fail).
-func asleep(db *postgres.DB) func(int) {
+// not tell, so it waits until its statements stop for a while.
+func asleep(db *postgres.DB) func(n int) {
 	return func(int) {
 		<-db.ListenerReady()
-		time.Sleep(200 * time.Millisecond)
+		for last, quiet := db.RoundTrips(), 0; quiet < 3; {
+			time.Sleep(100 * time.Millisecond)
+			if now := db.RoundTrips(); now != last {
+				last, quiet = now, 0
+			} else {
+				quiet++
+			}
+		}
 	}
 }
 
@@ -47,11 +53,15 @@ func TestEnqueueWakesOneWorker(t *testing.T) {
 	got := make(chan error, workers)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
+	base := db.RoundTrips()
 	for range workers {
 		go func() {
 			_, err := db.Dequeue(ctx, "w", time.Minute)
 			got <- err
 		}()
+	}
+	for db.RoundTrips()-base < workers { // each worker's first look (a look after the count would add to it)
+		time.Sleep(10 * time.Millisecond)
 	}
 	asleep(db)(workers)
 	before := db.RoundTrips()
