@@ -10,6 +10,11 @@ import (
 
 var _ core.Inbox = (*DB)(nil)
 
+// appendInboxStmt stores one delivery; it is prepared once on the write
+// connection (txn.ExecContext), not at each delivery.
+const appendInboxStmt = `INSERT INTO inbox(platform, dedupe_key, payload, received_at)
+	VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`
+
 // AppendInbox implements core.Inbox.
 func (db *DB) AppendInbox(ctx context.Context, msgs []core.InboxMessage) (int, error) {
 	if len(msgs) == 0 {
@@ -19,14 +24,8 @@ func (db *DB) AppendInbox(ctx context.Context, msgs []core.InboxMessage) (int, e
 	// Urgent: deliveries wait for this commit before they are acknowledged.
 	err := db.writeTx(ctx, true, func(tx *txn) error {
 		added = 0
-		stmt, err := tx.PrepareContext(ctx, `INSERT INTO inbox(platform, dedupe_key, payload, received_at)
-			VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`)
-		if err != nil {
-			return err
-		}
-		defer stmt.Close()
 		for _, m := range msgs {
-			res, err := stmt.ExecContext(ctx, m.Platform, m.Key, m.Payload, m.ReceivedAt.UnixNano())
+			res, err := tx.ExecContext(ctx, appendInboxStmt, m.Platform, m.Key, m.Payload, m.ReceivedAt.UnixNano())
 			if err != nil {
 				return fmt.Errorf("message %s: %w", m.Key, err)
 			}
