@@ -90,23 +90,26 @@ func TestReadersStayOpen(t *testing.T) {
 // A waiting Dequeue sleeps until the next job is due instead of polling
 // (queuetest.RunWakesWhenDue).
 func TestDequeueWakesWhenDue(t *testing.T) {
-	db, err := Open(t.Context(), filepath.Join(t.TempDir(), "db"), Options{Logger: slog.New(slog.DiscardHandler), PollInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openHourPoll(t)
 	queuetest.RunWakesWhenDue(t, db, asleep(db))
 }
 
 // Jobs enqueued while several workers wait reach all of them
 // (queuetest.RunWakesEveryWorker).
 func TestDequeueWakesEveryWorker(t *testing.T) {
+	db := openHourPoll(t)
+	queuetest.RunWakesEveryWorker(t, db, asleep(db))
+}
+
+// openHourPoll opens a store whose waiting Dequeue looks on its own only
+// once an hour: whatever it delivers sooner came from a wake-up.
+func openHourPoll(t *testing.T) *DB {
 	db, err := Open(t.Context(), filepath.Join(t.TempDir(), "db"), Options{Logger: slog.New(slog.DiscardHandler), PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	queuetest.RunWakesEveryWorker(t, db, asleep(db))
+	return db
 }
 
 // asleep returns a func that waits until n Dequeue calls wait.
