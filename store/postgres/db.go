@@ -120,6 +120,8 @@ type DB struct {
 	pool  *pgxpool.Pool
 	opts  Options
 	trips *trips
+	own   *backends    // the pool's connections: their notifications woke Dequeue already
+	heard atomic.Int64 // notifications from other processes' connections that woke Dequeue
 
 	mu     sync.Mutex
 	notify chan struct{} // closed and replaced to wake every waiting Dequeue (the listener came or went)
@@ -172,13 +174,16 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	}
 	tr := &trips{}
 	cfg.ConnConfig.Tracer = tr
+	own := &backends{pids: map[uint32]bool{}}
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error { own.set(c.PgConn().PID(), true); return nil }
+	cfg.BeforeClose = func(c *pgx.Conn) { own.set(c.PgConn().PID(), false) }
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	lctx, stop := context.WithCancel(context.Background())
-	db := &DB{pool: pool, opts: opts, trips: tr, notify: make(chan struct{}), one: make(chan struct{}, 1), listenCtx: lctx, stopListen: stop,
-		listenReady: make(chan struct{})}
+	db := &DB{pool: pool, opts: opts, trips: tr, own: own, notify: make(chan struct{}), one: make(chan struct{}, 1),
+		listenCtx: lctx, stopListen: stop, listenReady: make(chan struct{})}
 	db.Routines = sqlstore.Routines{D: routineDriver{db}, R: poolConn{db.pool}, Dialect: dialect}
 	db.Data = sqlstore.Data{R: poolConn{db.pool}, W: poolConn{db.pool}, Tx: db, Dialect: dialect, Now: db.opts.Clock.Now}
 	db.Jobs = sqlstore.Jobs{R: poolConn{db.pool}, W: poolConn{db.pool}, Dialect: dialect, Now: db.opts.Clock.Now,
@@ -500,6 +505,28 @@ func (db *DB) passOn() {
 	}
 }
 
+// backends is the set of server process ids of a pool's connections.
+type backends struct {
+	mu   sync.Mutex
+	pids map[uint32]bool
+}
+
+func (b *backends) set(pid uint32, open bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if open {
+		b.pids[pid] = true
+	} else {
+		delete(b.pids, pid)
+	}
+}
+
+func (b *backends) has(pid uint32) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.pids[pid]
+}
+
 // wakeCh returns the channel the next wake closes.
 func (db *DB) wakeCh() <-chan struct{} {
 	db.mu.Lock()
@@ -571,7 +598,10 @@ func (db *DB) listenOnce(ctx context.Context) (listened bool, err error) {
 			db.wake()
 			return true, err
 		}
-		if n.Payload == db.opts.Schema {
+		// A notification sent on one of this pool's connections woke a
+		// local Dequeue when its transaction committed.
+		if n.Payload == db.opts.Schema && !db.own.has(n.PID) {
+			db.heard.Add(1)
 			db.wakeOne()
 		}
 	}

@@ -5,6 +5,10 @@ package postgres
 // can tell a wake-up by NOTIFY from the one the listener gives on connecting.
 func (db *DB) ListenerReady() <-chan struct{} { return db.listenReady }
 
+// Heard counts the job notifications that woke Dequeue: those sent on
+// other handles' connections (the enqueue on this handle woke it already).
+func (db *DB) Heard() int64 { return db.heard.Load() }
+
 // JobKeyLock returns the advisory lock that Enqueue takes for a job key, so
 // a test can hold it and stop a transaction at its enqueue.
 func JobKeyLock(key string) (class, objid int32) { return lockClassJobKey, jobKeyHash(key) }

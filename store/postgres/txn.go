@@ -400,10 +400,13 @@ func (db *DB) tx(ctx context.Context, fn func(tx *txn) error) error {
 		if t.enqueued {
 			t.Later(`SELECT pg_notify($1, $2)`, notifyChannel, db.opts.Schema).Wrap("notify")
 		}
-		if err = t.commit(ctx); err == nil {
-			if t.enqueued {
-				db.wakeOne()
-			}
+		err = t.commit(ctx)
+		if t.enqueued {
+			// Also when the commit's outcome is unknown: this replica's
+			// listener skips the notification of its own connections.
+			db.wakeOne()
+		}
+		if err == nil {
 			return nil
 		}
 	}

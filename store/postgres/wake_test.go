@@ -78,3 +78,41 @@ func TestEnqueueWakesOneWorker(t *testing.T) {
 		t.Logf("one enqueue with %d workers waiting: %d statements", workers, n)
 	}
 }
+
+// A replica's own enqueue wakes its waiting worker when it commits; the
+// notification it also sends, which comes back to its own listener, wakes
+// nobody here again — one from another replica does.
+func TestOwnNotificationsSkipped(t *testing.T) {
+	url := testURL(t)
+	schema := newSchema(t, url)
+	a := openDB(t, url, schema, postgres.Options{PollInterval: time.Hour})
+	b := openDB(t, url, schema, postgres.Options{PollInterval: time.Hour})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for _, db := range []*postgres.DB{a, b} {
+		go func() { _, _ = db.Dequeue(ctx, "w", time.Minute) }() // starts the listener
+		<-db.ListenerReady()
+	}
+	if err := a.Enqueue(t.Context(), core.Job{Kind: "from-a"}); err != nil {
+		t.Fatal(err)
+	}
+	heard(t, b) // a's listener got the notification too
+	time.Sleep(100 * time.Millisecond)
+	if n := a.Heard(); n != 0 {
+		t.Errorf("a's own notification woke a %d times; want 0 (its commit woke it)", n)
+	}
+	if err := b.Enqueue(t.Context(), core.Job{Kind: "from-b"}); err != nil {
+		t.Fatal(err)
+	}
+	heard(t, a)
+}
+
+// heard waits until db's listener woke a worker for another's notification.
+func heard(t *testing.T, db *postgres.DB) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); db.Heard() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the other replica's notification did not wake this one within 10 s")
+		}
+	}
+}
