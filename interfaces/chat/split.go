@@ -21,8 +21,11 @@ func Split(text string, max int, width func(rune) int) []string {
 		p, rest := strings.TrimRight(text[:cut], " \n"), text[cut:]
 		if reopen != "" {
 			p += fenceClose
-			if line, after, _ := strings.Cut(rest, "\n"); isFence(line) {
-				rest = after // the block ends there: closed already
+			// A bare fence line right after a cut at a line break ends
+			// the block: closed already. Cut inside a line, what follows
+			// is that line's text, however it looks.
+			if line, after, _ := strings.Cut(rest, "\n"); text[cut-1] == '\n' && isFence(line) {
+				rest = after
 			} else {
 				rest = reopen + rest
 			}

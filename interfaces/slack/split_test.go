@@ -28,6 +28,8 @@ func TestSplit(t *testing.T) {
 			"``` 0000 ```00000", 16, []string{"``` 0000\n```", "```\n```00000"}},
 		{"and one with a backtick after it", // found by FuzzSplit
 			"``` 00000000``` `", 16, []string{"``` 00000000\n```", "```\n``` `"}},
+		{"a cut inside a line before four backticks keeps them", // found by FuzzSplit
+			"``` 00000000```` ", 16, []string{"``` 00000000\n```", "```\n````"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
