@@ -136,8 +136,8 @@ func (h *Handler) action(ctx context.Context, req Request) error {
 	return nil
 }
 
-// withGroups is p, the Slack user user, a member of the user groups
-// usergroups.users.list says.
+// withGroups is p (Slack user user) with its membership of Slack user
+// groups answered by usergroups.users.list.
 func (h *Handler) withGroups(p approval.Principal, user string) approval.Principal {
 	p.MemberOf = func(ctx context.Context, group string) (bool, error) {
 		c := h.cfg.Interact.Client

@@ -66,10 +66,11 @@ func (db *DB) look(ctx context.Context, consumer string, lease time.Duration) fu
 
 // untilDue says how long until the next job is due: 0 when there is none,
 // listenLostPoll when one is due already (another consumer is taking it, or
-// its dequeue has not committed yet: look again soon). The consumers woken
-// together, who all found nothing, read it once: until the next wake-up no
-// job becomes due sooner than it says (a job taken or acked meanwhile only
-// makes one of them look early).
+// its dequeue has not committed yet: look again soon). It is read once per
+// wake-up, whichever consumers find nothing meanwhile (the one woken, the
+// one it passes on to, all of them when the listener came or went): until
+// the next wake-up no job becomes due sooner than it says (a job taken or
+// acked meanwhile only makes one of them look early).
 func (db *DB) untilDue(ctx context.Context) (time.Duration, error) {
 	db.mu.Lock()
 	gen := db.wakes
