@@ -654,17 +654,5 @@ func (db *DB) enqueueTx(tx *txn, jobs ...core.Job) {
 	tx.enqueued = true
 }
 
-// utc converts a time read from the database (local zone) to UTC.
-func utc(t time.Time) time.Time { return t.UTC() }
-
-// utcPtr converts a nullable time read from the database to UTC.
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}
-
 // stored is t as the database keeps it: microseconds, UTC.
 func stored(t time.Time) time.Time { return t.Truncate(time.Microsecond).UTC() }

@@ -20,9 +20,6 @@ import (
 // process or others) never wait on each other or take the same job; every
 // other change is a single conditional UPDATE/DELETE on the job's lease.
 
-// maxAttempts is the effective delivery limit of a job whose stored limit is n.
-func (db *DB) maxAttempts(n int) int { return sqlstore.MaxAttempts(n, db.opts.MaxAttempts) }
-
 // Enqueue adds a job; see core.Queue. A non-empty j.ID is kept (it must be
 // unique); otherwise one is generated. Waiting Dequeue calls in this and
 // other processes are notified when the job commits.

@@ -316,15 +316,6 @@ func insertJobTx(ctx context.Context, tx *txn, j core.Job, consumer string, visi
 // nanos converts a stored unix-nanosecond value to UTC time.
 func nanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 
-// nullNanos converts a nullable stored time.
-func nullNanos(n sql.NullInt64) *time.Time {
-	if !n.Valid {
-		return nil
-	}
-	t := nanos(n.Int64)
-	return &t
-}
-
 // toNull converts an optional time for storage.
 func toNull(t *time.Time) sql.NullInt64 {
 	if t == nil {

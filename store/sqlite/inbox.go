@@ -43,21 +43,6 @@ func (db *DB) AppendInbox(ctx context.Context, msgs []core.InboxMessage) (int, e
 	return added, nil
 }
 
-// execCount runs one write statement in its own transaction and returns the
-// rows it changed.
-func (db *DB) execCount(ctx context.Context, query string, args ...any) (int, error) {
-	var n int64
-	err := db.tx(ctx, func(tx *txn) error {
-		res, err := tx.ExecContext(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	return int(n), err
-}
-
 // markInboxTx records, inside CreateRun's transaction, that the message
 // (platform, key) started run runID: a message the ingest path appended and
 // nobody processed yet is marked processed, an unknown one is inserted

@@ -731,13 +731,6 @@ func (c *cluster) newReplica(bin, name string) *replica {
 	return &replica{t: c.t, name: name, proc: proc, out: proc.Out}
 }
 
-func (r *replica) start() {
-	r.t.Helper()
-	if err := r.startErr(); err != nil {
-		r.t.Fatal(err)
-	}
-}
-
 // startErr starts the process and waits until GET /readyz answers 200.
 func (r *replica) startErr() error {
 	if err := r.proc.Start(); err != nil {

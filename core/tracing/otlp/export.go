@@ -210,5 +210,5 @@ func value(v attribute.Value) *commonpb.AnyValue {
 		return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v.AsString()}}
 	}
 	// Slices: as their JSON-ish text, which every backend shows.
-	return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v.Emit()}}
+	return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v.String()}}
 }
