@@ -76,59 +76,15 @@ func RunWakesWhenDue(t *testing.T, q core.Queue, asleep func(n int)) {
 // due together while several workers wait reach all of them however the
 // wake-ups are shared out (a queue may wake one waiting worker and let it
 // wake the next when it takes a job): the jobs of a crashed consumer,
-// recovered in one statement, reach every waiting worker; and a delayed
-// job is delivered when due while a job due now goes to the other worker.
+// recovered in one statement, reach every waiting worker
+// (RunRecoveredReachEveryWorker); and a delayed job is delivered when due
+// while a job due now goes to the other worker.
 func RunWakesEveryWorker(t *testing.T, q core.Queue, asleep func(n int)) {
 	t.Helper()
-	const workers = 6
-	for range workers {
-		if err := q.Enqueue(t.Context(), core.Job{Kind: "held"}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := q.Dequeue(t.Context(), "crashed", time.Hour); err != nil {
-			t.Fatal(err)
-		}
-	}
-	type dequeued struct {
-		j   core.Job
-		err error
-	}
-	results := make(chan dequeued, workers)
-	wait := func() {
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-		defer cancel()
-		j, err := q.Dequeue(ctx, "w", time.Minute)
-		results <- dequeued{j, err}
-	}
-	got := func() core.Job {
-		t.Helper()
-		r := <-results
-		if r.err != nil {
-			t.Fatalf("Dequeue = %v; a job that became due while it waited did not reach it", r.err)
-		}
-		return r.j
-	}
-	for range workers {
-		go wait()
-	}
-	asleep(workers)
-	if n, err := q.Recover(t.Context(), "crashed"); err != nil || n != workers {
-		t.Fatalf("Recover = %d, %v; want %d", n, err, workers)
-	}
-	seen := map[string]bool{}
-	for range workers {
-		j := got()
-		if seen[j.ID] {
-			t.Fatalf("job %s delivered twice", j.ID)
-		}
-		seen[j.ID] = true
-		if err := q.Ack(t.Context(), j); err != nil {
-			t.Fatal(err)
-		}
-	}
-
+	RunRecoveredReachEveryWorker(t, q, asleep)
+	results := make(chan dequeued, 2)
 	for range 2 {
-		go wait()
+		go waitFor(t, q, results)
 	}
 	asleep(2)
 	if err := q.Enqueue(t.Context(), core.Job{Kind: "later", RunAt: time.Now().Add(300 * time.Millisecond)}); err != nil {
@@ -139,9 +95,62 @@ func RunWakesEveryWorker(t *testing.T, q core.Queue, asleep func(n int)) {
 	}
 	kinds := map[string]bool{}
 	for range 2 {
-		kinds[got().Kind] = true
+		kinds[got(t, results).Kind] = true
 	}
 	if !kinds["later"] || !kinds["now"] {
 		t.Fatalf("delivered %v, want the job due now and the delayed one", kinds)
+	}
+}
+
+// waitFor sends what a Dequeue of q that waits up to 20 s returns.
+func waitFor(t *testing.T, q core.Queue, results chan<- dequeued) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	j, err := q.Dequeue(ctx, "w", time.Minute)
+	results <- dequeued{job: j, err: err}
+}
+
+// got is the next job a waiting Dequeue returned.
+func got(t *testing.T, results <-chan dequeued) core.Job {
+	t.Helper()
+	r := <-results
+	if r.err != nil {
+		t.Fatalf("Dequeue = %v; a job that became due while it waited did not reach it", r.err)
+	}
+	return r.job
+}
+
+// RunRecoveredReachEveryWorker checks that the jobs of a crashed consumer,
+// recovered in one call while six workers wait, reach every one of them
+// (q's poll must be far longer than the test).
+func RunRecoveredReachEveryWorker(t *testing.T, q core.Queue, asleep func(n int)) {
+	t.Helper()
+	const workers = 6
+	for range workers {
+		if err := q.Enqueue(t.Context(), core.Job{Kind: "held"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Dequeue(t.Context(), "crashed", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	results := make(chan dequeued, workers)
+	for range workers {
+		go waitFor(t, q, results)
+	}
+	asleep(workers)
+	if n, err := q.Recover(t.Context(), "crashed"); err != nil || n != workers {
+		t.Fatalf("Recover = %d, %v; want %d", n, err, workers)
+	}
+	seen := map[string]bool{}
+	for range workers {
+		j := got(t, results)
+		if seen[j.ID] {
+			t.Fatalf("job %s delivered twice", j.ID)
+		}
+		seen[j.ID] = true
+		if err := q.Ack(t.Context(), j); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

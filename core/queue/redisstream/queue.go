@@ -54,9 +54,13 @@
 //
 // # Waiting
 //
-// A Dequeue that finds nothing due waits with XREAD BLOCK for an entry
-// after the stream's last one, so an Enqueue on any replica wakes it at once;
-// the wait is bounded by Options.PollInterval so that delayed jobs and
+// One goroutine per Queue (the listener, started by the first Dequeue that
+// finds nothing due) waits with XREAD BLOCK for entries after the last one
+// it saw, so an Enqueue on any replica is heard at once. It wakes one
+// waiting Dequeue, which wakes the next when it takes a job: a batch of jobs
+// reaches as many workers, while a single job costs one look, not one per
+// waiting worker. Its XREAD is bounded by Options.PollInterval; each time it
+// ends with nothing new, one waiting Dequeue looks, so that delayed jobs and
 // expired leases (which no Enqueue announces) are noticed.
 package redisstream
 
@@ -67,6 +71,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -91,9 +97,9 @@ type Options struct {
 	// Backoff is the delay before retry number attempt (1-based) of a failed
 	// job. Default DefaultBackoff.
 	Backoff func(attempt int) time.Duration
-	// PollInterval bounds how long a waiting Dequeue sleeps before it looks
-	// for delayed jobs that became due and leases that ran out (new entries
-	// wake it at once). Default 250ms; at least 1ms.
+	// PollInterval is how often one waiting Dequeue looks for delayed jobs
+	// that became due and leases that ran out (new entries wake one at
+	// once). Default 250ms; at least 1ms.
 	PollInterval time.Duration
 }
 
@@ -143,6 +149,12 @@ type Queue struct {
 	client redis.UniversalClient
 	opts   Options
 	keys   keys
+
+	one       chan struct{} // buffered 1: wakes one waiting Dequeue (a job may be due)
+	listen    sync.Once     // starts the listener
+	listening atomic.Bool   // the listener's XREAD works; else waiting Dequeue calls poll
+	mu        sync.Mutex
+	notify    chan struct{} // closed when the listener fails: waiting Dequeue calls poll from then on
 }
 
 var _ core.Queue = (*Queue)(nil)
@@ -154,7 +166,7 @@ func New(client redis.UniversalClient, opts Options) (*Queue, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	q := &Queue{client: client, opts: opts, keys: newKeys(opts.Prefix)}
+	q := &Queue{client: client, opts: opts, keys: newKeys(opts.Prefix), one: make(chan struct{}, 1), notify: make(chan struct{})}
 	// Start at 0, not $: entries already in the stream are jobs.
 	if err := q.createGroup(context.Background()); err != nil {
 		return nil, err
@@ -298,37 +310,98 @@ func (q *Queue) Enqueue(ctx context.Context, j core.Job) error {
 }
 
 // Dequeue blocks until a job is due and leases it to consumer; see
-// core.Queue. A job added to the stream by any Queue on this prefix wakes it
-// at once; delayed jobs and expired leases are noticed within
-// Options.PollInterval.
+// core.Queue. A job added to the stream by any Queue on this prefix wakes a
+// waiting Dequeue at once; delayed jobs and expired leases are noticed
+// within Options.PollInterval.
 func (q *Queue) Dequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, error) {
+	j, err := core.WaitDequeue(ctx, q.opts.PollInterval*idleLooks, q.wakeCh, q.one, func() (core.Job, bool, time.Duration, error) {
+		f, err := q.dequeue(ctx, consumer, lease)
+		if err != nil || f.more {
+			q.passOn() // there may be more: the next waiting worker looks
+		}
+		if err != nil || f.ok {
+			return f.job, f.ok, 0, err
+		}
+		// Nothing up to f.last was left undelivered when the script looked,
+		// so the listener, reading after it, hears every job added since.
+		q.listen.Do(func() { go q.listener(f.last) })
+		if !q.listening.Load() {
+			return core.Job{}, false, q.opts.PollInterval, nil
+		}
+		return core.Job{}, false, 0, nil
+	})
+	if err != nil && ctx.Err() != nil {
+		q.passOn() // a wake-up this call took as it ended goes to another
+	}
+	return j, err
+}
+
+// idleLooks is how many poll intervals a waiting Dequeue sleeps while the
+// listener works: the listener wakes one of them every poll interval, so
+// this is only a safety net.
+const idleLooks = 20
+
+// listener wakes one waiting Dequeue for each batch of entries added to the
+// stream after last, and one each time its XREAD has waited a poll interval
+// for nothing (a delayed job may have become due, a lease run out). It ends
+// when the client is closed.
+func (q *Queue) listener(last string) {
+	q.listening.Store(true)
 	for {
-		if err := ctx.Err(); err != nil {
-			return core.Job{}, err
-		}
-		j, ok, last, err := q.dequeue(ctx, consumer, lease)
-		if err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return core.Job{}, ctxErr
-			}
-			return core.Job{}, err
-		}
-		if ok {
-			return j, nil
-		}
-		// Wait for an entry after the last one the script saw. Nothing
-		// after it was undelivered then, so whatever XREAD returns is new.
-		err = q.client.XRead(ctx, &redis.XReadArgs{
+		res, err := q.client.XRead(context.Background(), &redis.XReadArgs{
 			Streams: []string{q.keys.stream, last},
-			Count:   1,
+			Count:   listenBatch,
 			Block:   q.opts.PollInterval,
-		}).Err()
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return core.Job{}, ctxErr
+		}).Result()
+		switch {
+		case err == nil || errors.Is(err, redis.Nil):
+			for _, st := range res {
+				if n := len(st.Messages); n > 0 {
+					last = st.Messages[n-1].ID
+				}
+			}
+			q.listening.Store(true)
+			q.passOn()
+		case errors.Is(err, redis.ErrClosed):
+			q.lost()
+			return
+		default:
+			// Redis unreachable: waiting Dequeue calls poll (and report
+			// the error) until the XREAD works again.
+			if q.listening.Load() {
+				q.lost()
+			}
+			time.Sleep(min(q.opts.PollInterval, time.Second))
 		}
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return core.Job{}, fmt.Errorf("dequeue: wait for jobs: %w", err)
-		}
+	}
+}
+
+// listenBatch is how many new entries one XREAD of the listener reads at
+// most; it only needs to learn the last one.
+const listenBatch = 100
+
+// lost tells the waiting Dequeue calls that the listener stopped hearing
+// new jobs: they poll every poll interval.
+func (q *Queue) lost() {
+	q.listening.Store(false)
+	q.mu.Lock()
+	close(q.notify)
+	q.notify = make(chan struct{})
+	q.mu.Unlock()
+}
+
+// wakeCh returns the channel the next lost closes.
+func (q *Queue) wakeCh() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.notify
+}
+
+// passOn wakes one waiting Dequeue call, if none is woken already.
+func (q *Queue) passOn() {
+	select {
+	case q.one <- struct{}{}:
+	default:
 	}
 }
 
@@ -337,37 +410,44 @@ func (q *Queue) Dequeue(ctx context.Context, consumer string, lease time.Duratio
 // due jobs in the order they became due. Jobs that have used up their
 // deliveries are dead-lettered on the way ("delivery limit reached").
 func (q *Queue) TryDequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, bool, error) {
-	j, ok, _, err := q.dequeue(ctx, consumer, lease)
-	return j, ok, err
+	f, err := q.dequeue(ctx, consumer, lease)
+	return f.job, f.ok, err
 }
 
-// dequeue is TryDequeue that also returns, when nothing is due, the id of
-// the stream's last entry ("0-0" when empty) for Dequeue to wait after.
-func (q *Queue) dequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, bool, string, error) {
+// found is what one run of dequeueScript found.
+type found struct {
+	job  core.Job
+	ok   bool   // job was leased
+	more bool   // ok, and another job may be due (newer entries, an expired lease)
+	last string // !ok: the id of the stream's last entry ("0-0" when empty)
+}
+
+// dequeue runs dequeueScript for TryDequeue and Dequeue.
+func (q *Queue) dequeue(ctx context.Context, consumer string, lease time.Duration) (found, error) {
 	if consumer == "" {
-		return core.Job{}, false, "", errors.New("dequeue: consumer must not be empty")
+		return found{}, errors.New("dequeue: consumer must not be empty")
 	}
 	if lease <= 0 {
-		return core.Job{}, false, "", fmt.Errorf("dequeue: lease must be positive, got %s", lease)
+		return found{}, fmt.Errorf("dequeue: lease must be positive, got %s", lease)
 	}
 	now := q.opts.Clock.Now()
 	res, err := q.run(ctx, dequeueScript, now, consumer, ceilMS(now.Add(lease)), promoteBatch).Slice()
 	if err != nil {
-		return core.Job{}, false, "", fmt.Errorf("dequeue: %w", err)
+		return found{}, fmt.Errorf("dequeue: %w", err)
 	}
-	if len(res) != 2 {
-		return core.Job{}, false, "", fmt.Errorf("dequeue: unexpected script reply %v", res)
+	if len(res) == 2 && res[0] == int64(0) {
+		last, _ := res[1].(string)
+		return found{last: last}, nil
 	}
-	status, _ := res[0].(int64)
+	if len(res) != 3 || res[0] != int64(1) {
+		return found{}, fmt.Errorf("dequeue: unexpected script reply %v", res)
+	}
 	value, _ := res[1].(string)
-	if status != 1 {
-		return core.Job{}, false, value, nil
-	}
 	j, err := q.decode(value)
 	if err != nil {
-		return core.Job{}, false, "", fmt.Errorf("dequeue: %w", err)
+		return found{}, fmt.Errorf("dequeue: %w", err)
 	}
-	return j, true, "", nil
+	return found{job: j, ok: true, more: res[2] == int64(1)}, nil
 }
 
 // leaseAttempt is the attempt a lease token ("<entry>/<attempt>") names.
@@ -449,6 +529,9 @@ func (q *Queue) Recover(ctx context.Context, consumer string) (int, error) {
 	n, err := q.run(ctx, recoverScript, q.opts.Clock.Now(), consumer).Int()
 	if err != nil {
 		return 0, fmt.Errorf("recover %s: %w", consumer, err)
+	}
+	if n > 0 {
+		q.passOn() // their leases ran out now: a waiting worker takes them
 	}
 	return n, nil
 }

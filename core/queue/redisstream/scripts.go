@@ -155,17 +155,19 @@ return 1
 // due delayed jobs, the next new entry (XREADGROUP). Jobs that used up their
 // deliveries are dead-lettered on the way.
 // ARGV[4] consumer, ARGV[5] lease expiry (ms), ARGV[6] promoter batch.
-// Returns {1, record JSON} or {0, id of the stream's last entry or "0-0"}.
+// Returns {1, record JSON, more} (more is 1 when another job may be due: an
+// expired lease was claimed, or newer entries wait) or {0, id of the
+// stream's last entry or "0-0"}.
 var dequeueScript = redis.NewScript(scriptPrelude + `
 local consumer, expiry, batch = ARGV[4], ARGV[5], tonumber(ARGV[6])
 
-local function deliver(r, entry)
+local function deliver(r, entry, more)
   r.attempt = r.attempt + 1
   r.entry, r.consumer = entry, consumer
   r.lease = entry .. '/' .. r.attempt
   redis.call('ZADD', leases, expiry, r.id)
   unmap(r)
-  return {1, save(r)}
+  return {1, save(r), more}
 end
 
 local function exhausted(r)
@@ -184,7 +186,7 @@ while true do
   elseif r.attempt >= limit(r) then
     kill(r, exhausted(r))
   elseif #redis.call('XCLAIM', stream, group, consumer, 0, r.entry) > 0 then
-    return deliver(r, r.entry)
+    return deliver(r, r.entry, 1)
   else
     -- The entry left the stream behind our back: queue the job afresh.
     redis.call('ZREM', leases, r.id)
@@ -212,7 +214,9 @@ while true do
     r.entry = e[1]
     kill(r, exhausted(r))
   else
-    return deliver(r, e[1])
+    -- Entries after this one were not delivered yet.
+    local tip = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
+    return deliver(r, e[1], (#tip > 0 and tip[1][1] ~= e[1]) and 1 or 0)
   end
 end
 

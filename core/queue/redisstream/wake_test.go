@@ -1,0 +1,136 @@
+package redisstream
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/queue/queuetest"
+)
+
+// counter counts the commands a client sends.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// asleep waits for waiting workers to look and go to sleep: the queue does
+// not tell, so it waits until the client's commands stop for a while.
+func (c *counter) asleep(int) {
+	for last, quiet := c.n.Load(), 0; quiet < 3; {
+		time.Sleep(100 * time.Millisecond)
+		if now := c.n.Load(); now != last {
+			last, quiet = now, 0
+		} else {
+			quiet++
+		}
+	}
+}
+
+// openCounted opens a queue on a fresh prefix whose client counts its
+// commands, polling once an hour: a waiting Dequeue is woken only by the
+// listener hearing a new entry or by this process.
+func openCounted(t *testing.T, prefix string) (*Queue, *counter) {
+	t.Helper()
+	c := testClient(t)
+	n := &counter{}
+	c.AddHook(n)
+	q, err := New(c, Options{Prefix: prefix, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q, n
+}
+
+// The jobs of a crashed consumer, recovered while six workers wait, reach
+// all six, though Recover wakes only one: each that takes a job wakes the
+// next.
+func TestRecoveredReachEveryWorker(t *testing.T) {
+	q, n := openCounted(t, testPrefix(t, testClient(t)))
+	queuetest.RunRecoveredReachEveryWorker(t, q, n.asleep)
+}
+
+// Jobs another replica enqueues together reach as many waiting workers
+// here, though the listener wakes one: each that takes a job while newer
+// entries wait wakes the next.
+func TestPeerJobsReachEveryWorker(t *testing.T) {
+	prefix := testPrefix(t, testClient(t))
+	q, n := openCounted(t, prefix)
+	producer, _ := openCounted(t, prefix)
+	const workers = 6
+	got := make(chan error, workers)
+	for range workers {
+		go func() {
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			j, err := q.Dequeue(ctx, "w", time.Minute)
+			if err == nil {
+				err = q.Ack(t.Context(), j)
+			}
+			got <- err
+		}()
+	}
+	n.asleep(workers)
+	for range workers {
+		if err := producer.Enqueue(t.Context(), core.Job{Kind: "batch"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range workers {
+		if err := <-got; err != nil {
+			t.Fatalf("a job another replica enqueued did not reach a waiting worker: %v", err)
+		}
+	}
+}
+
+// An enqueue wakes one of the workers waiting, not all: with eight waiting
+// the commands from the enqueue to a quiet queue are a handful (the
+// enqueue, the listener's next XREAD, the look that takes the job), where
+// waking them all cost a look and an XREAD per worker.
+func TestEnqueueWakesOneWorker(t *testing.T) {
+	q, n := openCounted(t, testPrefix(t, testClient(t)))
+	const workers = 8
+	got := make(chan error, workers)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for range workers {
+		go func() {
+			_, err := q.Dequeue(ctx, "w", time.Minute)
+			got <- err
+		}()
+	}
+	for n.n.Load() < workers { // each worker's first look
+		time.Sleep(10 * time.Millisecond)
+	}
+	n.asleep(workers)
+	before := n.n.Load()
+	if err := q.Enqueue(t.Context(), core.Job{Kind: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	n.asleep(workers - 1)
+	if sent := n.n.Load() - before; sent > 5 {
+		t.Errorf("one enqueue with %d workers waiting: %d commands; want a handful, not a look by every worker", workers, sent)
+	} else {
+		t.Logf("one enqueue with %d workers waiting: %d commands", workers, sent)
+	}
+}
