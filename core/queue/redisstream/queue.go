@@ -54,14 +54,16 @@
 //
 // # Waiting
 //
-// One goroutine per Queue (the listener, started by the first Dequeue that
-// finds nothing due) waits with XREAD BLOCK for entries after the last one
-// it saw, so an Enqueue on any replica is heard at once. It wakes one
-// waiting Dequeue, which wakes the next when it takes a job: a batch of jobs
+// One goroutine per Queue, the listener (started by the first Dequeue that
+// finds nothing due), waits while any Dequeue waits: with XREAD BLOCK for
+// entries after the newest one a look found delivered, so an Enqueue on any
+// replica is heard at once. It wakes one waiting Dequeue, which wakes the
+// next when it takes a job while newer entries wait: a batch of jobs
 // reaches as many workers, while a single job costs one look, not one per
 // waiting worker. Its XREAD is bounded by Options.PollInterval; each time it
 // ends with nothing new, one waiting Dequeue looks, so that delayed jobs and
-// expired leases (which no Enqueue announces) are noticed.
+// expired leases (which no Enqueue announces) are noticed. While no Dequeue
+// waits (every worker busy) it sends nothing.
 package redisstream
 
 import (
@@ -153,8 +155,11 @@ type Queue struct {
 	one       chan struct{} // buffered 1: wakes one waiting Dequeue (a job may be due)
 	listen    sync.Once     // starts the listener
 	listening atomic.Bool   // the listener's XREAD works; else waiting Dequeue calls poll
+	waiting   atomic.Int32  // Dequeue calls that found nothing and wait
+	waiter    chan struct{} // buffered 1: a Dequeue started waiting (wakes an idle listener)
 	mu        sync.Mutex
 	notify    chan struct{} // closed when the listener fails: waiting Dequeue calls poll from then on
+	last      string        // the newest entry id no look left undelivered (lookedPast)
 }
 
 var _ core.Queue = (*Queue)(nil)
@@ -166,7 +171,8 @@ func New(client redis.UniversalClient, opts Options) (*Queue, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	q := &Queue{client: client, opts: opts, keys: newKeys(opts.Prefix), one: make(chan struct{}, 1), notify: make(chan struct{})}
+	q := &Queue{client: client, opts: opts, keys: newKeys(opts.Prefix), one: make(chan struct{}, 1),
+		waiter: make(chan struct{}, 1), notify: make(chan struct{}), last: "0-0"}
 	// Start at 0, not $: entries already in the stream are jobs.
 	if err := q.createGroup(context.Background()); err != nil {
 		return nil, err
@@ -314,6 +320,12 @@ func (q *Queue) Enqueue(ctx context.Context, j core.Job) error {
 // waiting Dequeue at once; delayed jobs and expired leases are noticed
 // within Options.PollInterval.
 func (q *Queue) Dequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, error) {
+	waiting := false
+	defer func() {
+		if waiting {
+			q.waiting.Add(-1)
+		}
+	}()
 	j, err := core.WaitDequeue(ctx, q.opts.PollInterval*idleLooks, q.wakeCh, q.one, func() (core.Job, bool, time.Duration, error) {
 		f, err := q.dequeue(ctx, consumer, lease)
 		if err != nil || f.more {
@@ -324,7 +336,16 @@ func (q *Queue) Dequeue(ctx context.Context, consumer string, lease time.Duratio
 		}
 		// Nothing up to f.last was left undelivered when the script looked,
 		// so the listener, reading after it, hears every job added since.
-		q.listen.Do(func() { go q.listener(f.last) })
+		q.lookedPast(f.last)
+		if !waiting {
+			waiting = true
+			q.waiting.Add(1)
+			q.listen.Do(func() { go q.listener() })
+			select {
+			case q.waiter <- struct{}{}:
+			default:
+			}
+		}
 		if !q.listening.Load() {
 			return core.Job{}, false, q.opts.PollInterval, nil
 		}
@@ -341,15 +362,20 @@ func (q *Queue) Dequeue(ctx context.Context, consumer string, lease time.Duratio
 // this is only a safety net.
 const idleLooks = 20
 
-// listener wakes one waiting Dequeue for each batch of entries added to the
-// stream after last, and one each time its XREAD has waited a poll interval
-// for nothing (a delayed job may have become due, a lease run out). It ends
-// when the client is closed.
-func (q *Queue) listener(last string) {
+// listener, while a Dequeue waits, wakes one waiting Dequeue for each
+// batch of entries added to the stream after the newest one looked past,
+// and one each time its XREAD has waited a poll interval for nothing (a
+// delayed job may have become due, a lease run out). While none waits it
+// sends nothing. It ends when the client is closed.
+func (q *Queue) listener() {
 	q.listening.Store(true)
 	for {
+		if q.waiting.Load() == 0 {
+			<-q.waiter
+			continue
+		}
 		res, err := q.client.XRead(context.Background(), &redis.XReadArgs{
-			Streams: []string{q.keys.stream, last},
+			Streams: []string{q.keys.stream, q.past()},
 			Count:   listenBatch,
 			Block:   q.opts.PollInterval,
 		}).Result()
@@ -357,7 +383,7 @@ func (q *Queue) listener(last string) {
 		case err == nil || errors.Is(err, redis.Nil):
 			for _, st := range res {
 				if n := len(st.Messages); n > 0 {
-					last = st.Messages[n-1].ID
+					q.lookedPast(st.Messages[n-1].ID)
 				}
 			}
 			q.listening.Store(true)
@@ -379,6 +405,34 @@ func (q *Queue) listener(last string) {
 // listenBatch is how many new entries one XREAD of the listener reads at
 // most; it only needs to learn the last one.
 const listenBatch = 100
+
+// lookedPast records that no entry up to id was left undelivered when a
+// look or the listener saw it: the listener reads after the newest such id.
+func (q *Queue) lookedPast(id string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if entryAfter(id, q.last) {
+		q.last = id
+	}
+}
+
+// past is the newest id lookedPast recorded ("0-0" before any).
+func (q *Queue) past() string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.last
+}
+
+// entryAfter reports whether stream entry id a ("<ms>-<seq>") comes after b.
+func entryAfter(a, b string) bool {
+	ams, aseq, _ := strings.Cut(a, "-")
+	bms, bseq, _ := strings.Cut(b, "-")
+	am, err1 := strconv.ParseUint(ams, 10, 64)
+	as, err2 := strconv.ParseUint(aseq, 10, 64)
+	bm, _ := strconv.ParseUint(bms, 10, 64)
+	bs, _ := strconv.ParseUint(bseq, 10, 64)
+	return err1 == nil && err2 == nil && (am > bm || am == bm && as > bs)
+}
 
 // lost tells the waiting Dequeue calls that the listener stopped hearing
 // new jobs: they poll every poll interval.

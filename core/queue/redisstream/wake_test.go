@@ -134,3 +134,69 @@ func TestEnqueueWakesOneWorker(t *testing.T) {
 		t.Logf("one enqueue with %d workers waiting: %d commands", workers, sent)
 	}
 }
+
+// While every worker is busy the listener sends nothing: the jobs another
+// replica enqueues meanwhile cost this one no commands until a worker
+// waits again.
+func TestListenerQuietWhileWorkersBusy(t *testing.T) {
+	prefix := testPrefix(t, testClient(t))
+	q, n := openCounted(t, prefix)
+	producer, _ := openCounted(t, prefix)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	got := make(chan core.Job, 1)
+	go func() {
+		j, err := q.Dequeue(ctx, "w", time.Minute) // waits: the listener starts
+		if err != nil {
+			t.Error(err)
+		}
+		got <- j
+	}()
+	n.asleep(1)
+	if err := producer.Enqueue(t.Context(), core.Job{Kind: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	busy := <-got // the only worker holds it and does not ask for more
+	n.asleep(0)
+	before := n.n.Load()
+	for range 20 {
+		if err := producer.Enqueue(t.Context(), core.Job{Kind: "later"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.asleep(0)
+	if sent := n.n.Load() - before; sent > 0 {
+		t.Errorf("20 jobs enqueued elsewhere while no worker here waits: %d commands here; want none", sent)
+	}
+	if err := q.Ack(t.Context(), busy); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 { // the worker asks again: every job is there
+		j, err := q.Dequeue(ctx, "w", time.Minute)
+		if err != nil || j.Kind != "later" {
+			t.Fatalf("Dequeue = %s, %v; want a later job", j.Kind, err)
+		}
+		if err := q.Ack(t.Context(), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestEntryAfter(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want bool
+	}{
+		{"10-0", "9-5", true}, // by number, not as text
+		{"9-5", "10-0", false},
+		{"5-10", "5-9", true},
+		{"5-9", "5-9", false},
+		{"1-0", "0-0", true},
+		{"", "0-0", false},
+		{"x-1", "0-0", false},
+	} {
+		if got := entryAfter(tt.a, tt.b); got != tt.want {
+			t.Errorf("entryAfter(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
