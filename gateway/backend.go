@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -67,33 +66,13 @@ type backend struct {
 	desc  string
 	// redisTrips counts the commands and pipelines sent to Redis; nil
 	// without Redis.
-	redisTrips *redisTrips
+	redisTrips *redisstream.RoundTrips
 	// blobs keeps attachments: the blobs table on PostgreSQL, the data
 	// dir's blobs/ directory embedded.
 	blobs core.Blobs
 	// pruners remove what retention no longer keeps: the store, and Redis's
 	// dead letters.
 	pruners []core.Pruner
-}
-
-// redisTrips is a go-redis hook counting round trips: one per command, one
-// per pipeline.
-type redisTrips struct{ n atomic.Int64 }
-
-func (t *redisTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (t *redisTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		t.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (t *redisTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		t.n.Add(1)
-		return next(ctx, cmds)
-	}
 }
 
 // openBackend picks the store (SQLite in the data dir, or PostgreSQL) and the
@@ -167,7 +146,7 @@ func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, e
 		return nil, errors.New("AGENTGATE_REDIS_URL: cannot parse it; use redis://[user:password@]host:port/db")
 	}
 	client := redis.NewClient(opt)
-	b.redisTrips = &redisTrips{}
+	b.redisTrips = &redisstream.RoundTrips{}
 	client.AddHook(b.redisTrips)
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()

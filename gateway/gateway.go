@@ -257,7 +257,7 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 		return nil, err
 	}
 	if b.redisTrips != nil {
-		m.RoundTrips("redis", "Redis", b.redisTrips.n.Load)
+		m.RoundTrips("redis", "Redis", b.redisTrips.Load)
 	}
 	hub := &core.Hub{}
 	if b.hub != nil {

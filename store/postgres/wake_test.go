@@ -31,14 +31,7 @@ func TestDequeueWakesEveryWorker(t *testing.T) {
 func asleep(db *postgres.DB) func(n int) {
 	return func(int) {
 		<-db.ListenerReady()
-		for last, quiet := db.RoundTrips(), 0; quiet < 3; {
-			time.Sleep(100 * time.Millisecond)
-			if now := db.RoundTrips(); now != last {
-				last, quiet = now, 0
-			} else {
-				quiet++
-			}
-		}
+		queuetest.Quiet(db.RoundTrips)
 	}
 }
 

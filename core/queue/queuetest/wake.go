@@ -154,3 +154,17 @@ func RunRecoveredReachEveryWorker(t *testing.T, q core.Queue, asleep func(n int)
 		}
 	}
 }
+
+// Quiet returns once count has not moved for 300 ms: for a queue that does
+// not say when its waiting workers sleep, they have looked and gone to
+// sleep. count is what the queue sends to its database.
+func Quiet(count func() int64) {
+	for last, quiet := count(), 0; quiet < 3; {
+		time.Sleep(100 * time.Millisecond)
+		if now := count(); now != last {
+			last, quiet = now, 0
+		} else {
+			quiet++
+		}
+	}
+}

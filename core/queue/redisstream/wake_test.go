@@ -2,47 +2,19 @@ package redisstream
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/core/queue/queuetest"
 )
 
-// counter counts the commands a client sends.
-type counter struct{ n atomic.Int64 }
+// counter counts the commands a client sends (the queue sends no
+// pipelines).
+type counter struct{ RoundTrips }
 
-func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
-}
-
-// asleep waits for waiting workers to look and go to sleep: the queue does
-// not tell, so it waits until the client's commands stop for a while.
-func (c *counter) asleep(int) {
-	for last, quiet := c.n.Load(), 0; quiet < 3; {
-		time.Sleep(100 * time.Millisecond)
-		if now := c.n.Load(); now != last {
-			last, quiet = now, 0
-		} else {
-			quiet++
-		}
-	}
-}
+// asleep waits for waiting workers to look and go to sleep.
+func (c *counter) asleep(int) { queuetest.Quiet(c.Load) }
 
 // openCounted opens a queue on a fresh prefix whose client counts its
 // commands, polling once an hour: a waiting Dequeue is woken only by the
@@ -116,11 +88,11 @@ func TestEnqueueWakesOneWorker(t *testing.T) {
 			got <- err
 		}()
 	}
-	for n.n.Load() < workers { // each worker's first look
+	for n.Load() < workers { // each worker's first look
 		time.Sleep(10 * time.Millisecond)
 	}
 	n.asleep(workers)
-	before := n.n.Load()
+	before := n.Load()
 	if err := q.Enqueue(t.Context(), core.Job{Kind: "one"}); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +100,7 @@ func TestEnqueueWakesOneWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.asleep(workers - 1)
-	if sent := n.n.Load() - before; sent > 5 {
+	if sent := n.Load() - before; sent > 5 {
 		t.Errorf("one enqueue with %d workers waiting: %d commands; want a handful, not a look by every worker", workers, sent)
 	} else {
 		t.Logf("one enqueue with %d workers waiting: %d commands", workers, sent)
@@ -158,14 +130,14 @@ func TestListenerQuietWhileWorkersBusy(t *testing.T) {
 	}
 	busy := <-got // the only worker holds it and does not ask for more
 	n.asleep(0)
-	before := n.n.Load()
+	before := n.Load()
 	for range 20 {
 		if err := producer.Enqueue(t.Context(), core.Job{Kind: "later"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	n.asleep(0)
-	if sent := n.n.Load() - before; sent > 0 {
+	if sent := n.Load() - before; sent > 0 {
 		t.Errorf("20 jobs enqueued elsewhere while no worker here waits: %d commands here; want none", sent)
 	}
 	if err := q.Ack(t.Context(), busy); err != nil {
