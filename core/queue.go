@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -106,6 +107,34 @@ func DefaultBackoff(attempt int) time.Duration {
 		return 5 * time.Minute
 	}
 	return min(time.Second<<(attempt-1), 5*time.Minute)
+}
+
+// Broadcast wakes every waiter at once: Wake closes the channel C handed
+// out and makes a new one. The zero value is ready; it is safe for
+// concurrent use.
+type Broadcast struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// C returns the channel the next Wake closes.
+func (b *Broadcast) C() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+	}
+	return b.ch
+}
+
+// Wake wakes everyone waiting on a channel C returned.
+func (b *Broadcast) Wake() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch != nil {
+		close(b.ch)
+		b.ch = nil
+	}
 }
 
 // WaitDequeue is the blocking Dequeue of a polling queue: it calls try until

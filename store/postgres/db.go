@@ -124,9 +124,9 @@ type DB struct {
 	heard atomic.Int64 // notifications from other processes' connections that woke Dequeue
 
 	mu     sync.Mutex
-	notify chan struct{} // closed and replaced to wake every waiting Dequeue (the listener came or went)
-	one    chan struct{} // buffered 1: wakes one waiting Dequeue (a job may be due)
-	wakes  uint64        // wake-ups so far: a next due time read since the last one holds
+	notify core.Broadcast // wakes every waiting Dequeue (the listener came or went)
+	one    chan struct{}  // buffered 1: wakes one waiting Dequeue (a job may be due)
+	wakes  uint64         // wake-ups so far: a next due time read since the last one holds
 
 	dueMu sync.Mutex // one read of the next due time at a time (untilDue)
 	next  *nextDue   // the last one read; nil: read it at the next look
@@ -182,7 +182,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	lctx, stop := context.WithCancel(context.Background())
-	db := &DB{pool: pool, opts: opts, trips: tr, own: own, notify: make(chan struct{}), one: make(chan struct{}, 1),
+	db := &DB{pool: pool, opts: opts, trips: tr, own: own, one: make(chan struct{}, 1),
 		listenCtx: lctx, stopListen: stop, listenReady: make(chan struct{})}
 	db.Routines = sqlstore.Routines{D: routineDriver{db}, R: poolConn{db.pool}, Dialect: dialect}
 	db.Data = sqlstore.Data{R: poolConn{db.pool}, W: poolConn{db.pool}, Tx: db, Dialect: dialect, Now: db.opts.Clock.Now}
@@ -479,10 +479,9 @@ func keyHash(s string) int32 {
 // how often they must look changed.
 func (db *DB) wake() {
 	db.mu.Lock()
-	db.wakes++
-	close(db.notify)
-	db.notify = make(chan struct{})
+	db.wakes++ // a due time read before now may be stale
 	db.mu.Unlock()
+	db.notify.Wake()
 }
 
 // wakeOne tells one waiting Dequeue call that a job may be due (an
@@ -525,13 +524,6 @@ func (b *backends) has(pid uint32) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.pids[pid]
-}
-
-// wakeCh returns the channel the next wake closes.
-func (db *DB) wakeCh() <-chan struct{} {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	return db.notify
 }
 
 // startListener starts the LISTEN goroutine once; a store that never waits

@@ -38,7 +38,7 @@ const listenLostPoll = 250 * time.Millisecond
 // Options.PollInterval.
 func (db *DB) Dequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, error) {
 	db.startListener()
-	j, err := core.WaitDequeue(ctx, db.opts.PollInterval, db.wakeCh, db.one, db.look(ctx, consumer, lease))
+	j, err := core.WaitDequeue(ctx, db.opts.PollInterval, db.notify.C, db.one, db.look(ctx, consumer, lease))
 	if err != nil && ctx.Err() != nil {
 		db.passOn() // a wake-up this call took as it ended goes to another
 	}

@@ -65,9 +65,9 @@ type DB struct {
 	opts    Options
 
 	mu     sync.Mutex
-	notify chan struct{} // closed and replaced when a job is enqueued
-	hand   handoff       // jobs leased at creation, for workers waiting in Dequeue (under mu)
-	handCh chan struct{} // a signal per handed-off job, for one waiting worker
+	notify core.Broadcast // wakes waiting Dequeue calls: a job may be due
+	hand   handoff        // jobs leased at creation, for workers waiting in Dequeue (under mu)
+	handCh chan struct{}  // a signal per handed-off job, for one waiting worker
 
 	sqlstore.Routines // the routine rules, over routineDriver
 	sqlstore.Runs     // the run rules written once, over runDriver
@@ -133,7 +133,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		r.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	db := &DB{w: w, wst: newStmtCache(w), r: &readPool{DB: r, st: newStmtCache(r)}, ck: ck, path: path, opts: opts, notify: make(chan struct{}), handCh: make(chan struct{}, 1024), commits: newCommitter()}
+	db := &DB{w: w, wst: newStmtCache(w), r: &readPool{DB: r, st: newStmtCache(r)}, ck: ck, path: path, opts: opts, handCh: make(chan struct{}, 1024), commits: newCommitter()}
 	db.Routines = sqlstore.Routines{D: routineDriver{db}, R: conn{db.r}, Dialect: dialect}
 	db.Data = sqlstore.Data{R: conn{db.r}, W: writeConn{db}, Tx: db, Dialect: dialect, Now: db.opts.Clock.Now}
 	db.Jobs = sqlstore.Jobs{R: conn{db.r}, W: writeConn{db}, Dialect: dialect, Now: db.opts.Clock.Now,
@@ -259,19 +259,7 @@ func (db *DB) writeTx(ctx context.Context, urgent bool, fn func(tx *txn) error) 
 }
 
 // wake tells waiting Dequeue calls that a job may be due.
-func (db *DB) wake() {
-	db.mu.Lock()
-	close(db.notify)
-	db.notify = make(chan struct{})
-	db.mu.Unlock()
-}
-
-// wakeCh returns the channel the next wake closes.
-func (db *DB) wakeCh() <-chan struct{} {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	return db.notify
-}
+func (db *DB) wake() { db.notify.Wake() }
 
 // coalesceStmt moves a waiting job with key (?2) earlier to ?1. Its WHERE
 // names every term of the partial index jobs_key, which SQLite needs to use

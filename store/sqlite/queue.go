@@ -57,7 +57,7 @@ func (db *DB) Dequeue(ctx context.Context, consumer string, lease time.Duration)
 	}
 	defer setIdle(false)
 	// A handed-off job wakes one waiter (handCh), not all as an enqueue does.
-	return core.WaitDequeue(ctx, db.opts.PollInterval, db.wakeCh, db.handCh, func() (core.Job, bool, time.Duration, error) {
+	return core.WaitDequeue(ctx, db.opts.PollInterval, db.notify.C, db.handCh, func() (core.Job, bool, time.Duration, error) {
 		setIdle(false)
 		if j, ok := db.handedOff(consumer); ok {
 			return j, true, 0, nil

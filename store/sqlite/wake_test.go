@@ -12,7 +12,7 @@ import (
 	"github.com/agentgate/agentgate/core/queue/queuetest"
 )
 
-// woken reports whether ch (a wakeCh) was closed: idle workers were told
+// woken reports whether ch (from db.notify.C) was closed: idle workers were told
 // to look for a job.
 func woken(ch <-chan struct{}) bool {
 	select {
@@ -51,7 +51,7 @@ func TestFinishWakesWorkersOnlyForAJob(t *testing.T) {
 		if _, err := db.ClaimRun(ctx, id, "w", now, now.Add(time.Minute), nil); err != nil {
 			t.Fatalf("claim %s: %v", id, err)
 		}
-		ch := db.wakeCh()
+		ch := db.notify.C()
 		if _, err := db.FinishRun(ctx, id, "w", core.Finish{Status: core.RunCompleted, Output: "done"}); err != nil {
 			t.Fatal(err)
 		}

@@ -158,8 +158,8 @@ type Queue struct {
 	waiting   atomic.Int32  // Dequeue calls that found nothing and wait
 	waiter    chan struct{} // buffered 1: a Dequeue started waiting (wakes an idle listener)
 	mu        sync.Mutex
-	notify    chan struct{} // closed when the listener fails: waiting Dequeue calls poll from then on
-	last      string        // the newest entry id no look left undelivered (lookedPast)
+	notify    core.Broadcast // wakes waiting Dequeue calls when the listener fails: they poll from then on
+	last      string         // the newest entry id no look left undelivered (lookedPast)
 }
 
 var _ core.Queue = (*Queue)(nil)
@@ -172,7 +172,7 @@ func New(client redis.UniversalClient, opts Options) (*Queue, error) {
 		return nil, err
 	}
 	q := &Queue{client: client, opts: opts, keys: newKeys(opts.Prefix), one: make(chan struct{}, 1),
-		waiter: make(chan struct{}, 1), notify: make(chan struct{}), last: "0-0"}
+		waiter: make(chan struct{}, 1), last: "0-0"}
 	// Start at 0, not $: entries already in the stream are jobs.
 	if err := q.createGroup(context.Background()); err != nil {
 		return nil, err
@@ -326,7 +326,7 @@ func (q *Queue) Dequeue(ctx context.Context, consumer string, lease time.Duratio
 			q.waiting.Add(-1)
 		}
 	}()
-	j, err := core.WaitDequeue(ctx, q.opts.PollInterval*idleLooks, q.wakeCh, q.one, func() (core.Job, bool, time.Duration, error) {
+	j, err := core.WaitDequeue(ctx, q.opts.PollInterval*idleLooks, q.notify.C, q.one, func() (core.Job, bool, time.Duration, error) {
 		f, err := q.dequeue(ctx, consumer, lease)
 		if err != nil || f.more {
 			q.passOn() // there may be more: the next waiting worker looks
@@ -438,17 +438,7 @@ func entryAfter(a, b string) bool {
 // new jobs: they poll every poll interval.
 func (q *Queue) lost() {
 	q.listening.Store(false)
-	q.mu.Lock()
-	close(q.notify)
-	q.notify = make(chan struct{})
-	q.mu.Unlock()
-}
-
-// wakeCh returns the channel the next lost closes.
-func (q *Queue) wakeCh() <-chan struct{} {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.notify
+	q.notify.Wake()
 }
 
 // passOn wakes one waiting Dequeue call, if none is woken already.
