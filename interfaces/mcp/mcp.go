@@ -104,14 +104,16 @@ func NewServer(cfg Config) *server.MCPServer {
 }
 
 // Handler serves MCP over streamable HTTP at path /mcp. Mount it behind the
-// API keys (api.Config.Protected).
+// API keys (api.Config.Protected): a session belongs to the key that opened
+// it (session.go).
 func Handler(cfg Config) http.Handler {
 	cfg.defaults()
-	return server.NewStreamableHTTPServer(NewServer(cfg),
+	return ownSessionsOnly(server.NewStreamableHTTPServer(NewServer(cfg),
 		server.WithEndpointPath("/mcp"),
 		server.WithStreamableHTTPLogger(cfg.Logger),
 		server.WithDisableLocalhostProtection(cfg.Authenticated),
-	)
+		server.WithSessionIdManagerResolver(keySessionIDs{}),
+	))
 }
 
 // caller is who calls: the API key's principal (key:local, an admin, when

@@ -37,6 +37,13 @@ const testKey = "test-key-0123456789abcdef"
 // billingKey is a viewer key limited to the billing agent (not demo).
 const billingKey = "billing-key-0123456789abcdef"
 
+// viewerKey is a viewer key of every agent; billingOpsKey an operator key
+// limited to the billing agent.
+const (
+	viewerKey     = "viewer-key-0123456789abcdef"
+	billingOpsKey = "billing-ops-0123456789abcdef"
+)
+
 // keyName is how decisions made with testKey are recorded.
 var keyName = "key:" + api.KeyName(testKey)
 
@@ -82,6 +89,8 @@ func newGateway(t *testing.T) *gateway {
 	srv := httptest.NewServer(api.New(api.Config{Engine: eng, Store: db, Approvals: aps, Routines: rt, Keys: []api.Key{
 		{Name: api.KeyName(testKey), Secret: testKey, Role: approval.RoleAdmin},
 		{Name: "billing-ci", Secret: billingKey, Role: approval.RoleViewer, Agents: []string{"billing"}},
+		{Name: "dashboard", Secret: viewerKey, Role: approval.RoleViewer},
+		{Name: "billing-ops", Secret: billingOpsKey, Role: approval.RoleOperator, Agents: []string{"billing"}},
 	},
 		Logger: log, PollInterval: 20 * time.Millisecond, Protected: map[string]http.Handler{"/mcp": h}}))
 	t.Cleanup(func() {
@@ -493,6 +502,151 @@ func TestKeyLimitedToAnotherAgent(t *testing.T) {
 		if res := call(t, c, tool, args); !res.IsError || !strings.Contains(text(t, res), "limited to other agents") {
 			t.Errorf("%s as the billing key: %+v, want a refusal", tool, res)
 		}
+	}
+	// The run as a resource, and run_agent's requestState (it comes back
+	// from the client) name the run directly: the same check applies.
+	res, err := c.ReadResource(t.Context(), mcpgo.ReadResourceRequest{Params: mcpgo.ReadResourceParams{URI: "agentgate://runs/" + run.ID}})
+	if err == nil || !strings.Contains(err.Error(), "limited to other agents") {
+		t.Errorf("resource %s as the billing key: %+v, %v; want a refusal", run.ID, res, err)
+	}
+	// mcp-go's client sends only the state the server handed it: the
+	// forged one goes through the transport.
+	tr, err := transport.NewStreamableHTTP(g.srv.URL+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + billingOpsKey}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := connect(t, tr, clientOpts{legacy: true})
+	resp, err := tr.SendRequest(t.Context(), transport.JSONRPCRequest{JSONRPC: "2.0", ID: mcpgo.NewRequestId(int64(99)), Method: "tools/call",
+		Params: map[string]any{"name": "run_agent", "arguments": map[string]any{}, "requestState": `{"run_id":"` + run.ID + `"}`}})
+	if err != nil || resp.Error != nil || !strings.Contains(string(resp.Result), "limited to other agents") || strings.Contains(string(resp.Result), "deploy web") {
+		t.Errorf("run_agent with another agent's run in requestState: %+v, %v; want a refusal", resp, err)
+	}
+	// approval_prompt asks as the agent the client names (claude-code);
+	// let in, it would wait for a decision.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	preq := mcpgo.CallToolRequest{}
+	preq.Params.Name, preq.Params.Arguments = "approval_prompt", map[string]any{"tool_name": "Bash", "input": map[string]any{"command": "ls"}}
+	if res, err := ops.CallTool(ctx, preq); err != nil || !res.IsError || !strings.Contains(text(t, res), "limited to other agents than claude-code") {
+		t.Errorf("approval_prompt as a key limited to billing: %+v, %v; want a refusal", res, err)
+	}
+}
+
+// A session belongs to the API key that opened it: another key that
+// learned its id (a log, a proxy) can neither answer its question about an
+// approval (the decision would be recorded as the first key's) nor listen
+// on it nor end it.
+func TestSessionBelongsToItsKey(t *testing.T) {
+	g := newGateway(t)
+	seen := &sessionHeader{}
+	held := &heldElicitor{asked: make(chan struct{}, 1), release: make(chan struct{})}
+	tr, err := transport.NewStreamableHTTP(g.srv.URL+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + testKey}),
+		transport.WithHTTPBasicClient(&http.Client{Transport: seen}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := connect(t, tr, clientOpts{legacy: true, elicit: held})
+	var once sync.Once
+	release := func() { once.Do(func() { close(held.release) }) }
+	t.Cleanup(release) // before the client closes, should the test fail
+	done := make(chan error, 1)
+	go func() {
+		req := mcpgo.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = "run_agent", map[string]any{"agent": "demo", "input": "deploy web to production"}
+		_, err := c.CallTool(t.Context(), req)
+		done <- err
+	}()
+	<-held.asked
+	sid := seen.get()
+	if sid == "" {
+		t.Fatal("the client's session has no id")
+	}
+	for _, key := range []string{viewerKey, billingOpsKey} {
+		for id := 1; id <= 5; id++ {
+			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"action":"accept","content":{"decision":"approve"}}}`, id)
+			if code := g.raw(key, "POST", sid, body); code != http.StatusNotFound {
+				t.Fatalf("an answer to session %s's question id %d with another key: %d, want 404", sid, id, code)
+			}
+		}
+		for _, method := range []string{"GET", "DELETE"} {
+			if code := g.raw(key, method, sid, ""); code != http.StatusNotFound {
+				t.Fatalf("%s on session %s with another key: %d, want 404", method, sid, code)
+			}
+		}
+	}
+	if a := g.pending(); a.Status != core.ApprovalPending {
+		t.Fatalf("approval after the other keys' answers: %+v", a)
+	}
+	// The session still works for its own key: the person answers.
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var list core.Page[core.Approval]
+	g.rest("GET", "/api/v1/approvals?status=approved", "", &list)
+	if len(list.Items) != 1 || list.Items[0].DecidedBy != keyName {
+		t.Fatalf("approved = %+v, want one decided by %s", list.Items, keyName)
+	}
+}
+
+// raw sends one request to /mcp with key and session id sid and returns
+// the status.
+func (g *gateway) raw(key, method, sid, body string) int {
+	g.t.Helper()
+	ctx, cancel := context.WithTimeout(g.t.Context(), 10*time.Second)
+	defer cancel() // a GET that was let in streams until then
+	req, err := http.NewRequestWithContext(ctx, method, g.srv.URL+"/mcp", strings.NewReader(body))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// sessionHeader records the Mcp-Session-Id the server hands out.
+type sessionHeader struct {
+	mu sync.Mutex
+	id string
+}
+
+func (s *sessionHeader) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err == nil && resp.Header.Get("Mcp-Session-Id") != "" {
+		s.mu.Lock()
+		s.id = resp.Header.Get("Mcp-Session-Id")
+		s.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (s *sessionHeader) get() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id
+}
+
+// heldElicitor approves once released.
+type heldElicitor struct {
+	asked, release chan struct{}
+}
+
+func (e *heldElicitor) Elicit(ctx context.Context, _ mcpgo.ElicitationRequest) (*mcpgo.ElicitationResult, error) {
+	e.asked <- struct{}{}
+	select {
+	case <-e.release:
+		r := accept("approve", "")
+		return &r, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 

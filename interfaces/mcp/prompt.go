@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"time"
@@ -46,12 +48,21 @@ func (h *handlers) approvalPrompt(ctx context.Context, req mcpgo.CallToolRequest
 		return mcpgo.NewToolResultErrorf("input: %v", err), nil
 	}
 	who := caller(ctx)
+	agent := clientAgent(ctx)
+	if bad := mayUse(ctx, agent); bad != nil {
+		// The client names its agent: a key limited to some agents asks
+		// only as one of them.
+		return bad, nil
+	}
 	x := core.ExternalCall{
-		Agent: clientAgent(ctx), UserID: who.ID, Binding: h.cfg.ApprovalsTo,
+		Agent: agent, UserID: who.ID, Binding: h.cfg.ApprovalsTo,
 		Call: core.ToolCall{ID: args.ToolUseID, Name: name, Arguments: canon},
 	}
 	if sid := sessionID(ctx); sid != "" {
-		x.SessionID = "mcp-" + sid
+		// One session per MCP session; named by a hash, since session ids
+		// are listed to every key that may read sessions.
+		sum := sha256.Sum256([]byte(sid))
+		x.SessionID = "mcp-" + hex.EncodeToString(sum[:12])
 	}
 	if args.ToolUseID != "" {
 		// A repeat waits on the same approval only for the same caller,

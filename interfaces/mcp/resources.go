@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
@@ -30,6 +31,9 @@ func (h *handlers) registerResources(s *server.MCPServer) {
 		mcpgo.WithTemplateDescription("a run with its status, output and pending approvals"), mcpgo.WithTemplateMIMEType("application/json")),
 		func(ctx context.Context, req mcpgo.ReadResourceRequest) ([]mcpgo.ResourceContents, error) {
 			run, err := h.cfg.Store.GetRun(ctx, strings.TrimPrefix(req.Params.URI, "agentgate://runs/"))
+			if err == nil && !caller(ctx).MayUseAgent(run.AgentID) {
+				err = fmt.Errorf("run %s: the key is limited to other agents than %s", run.ID, run.AgentID)
+			}
 			if err != nil {
 				return nil, err
 			}

@@ -34,6 +34,15 @@ func (h *handlers) runAgent(ctx context.Context, req mcpgo.CallToolRequest) (*mc
 		if err := json.Unmarshal([]byte(req.Params.RequestState), &st); err != nil || st.RunID == "" {
 			return mcpgo.NewToolResultError("requestState: not one this server handed out; call run_agent again"), nil
 		}
+		// The state comes back from the client: the run is checked as
+		// get_run checks it.
+		run, err := h.cfg.Store.GetRun(ctx, st.RunID)
+		if err != nil {
+			return failure(err), nil
+		}
+		if bad := mayUse(ctx, run.AgentID); bad != nil {
+			return bad, nil
+		}
 	} else {
 		agent, bad := required(req, "agent")
 		if bad != nil {
@@ -57,7 +66,7 @@ func (h *handlers) runAgent(ctx context.Context, req mcpgo.CallToolRequest) (*mc
 	defer unsub()
 	var notes []string
 	if submit == nil {
-		notes = h.applyAnswers(ctx, st.Asked, req.Params.InputResponses)
+		notes = h.applyAnswers(ctx, st.RunID, st.Asked, req.Params.InputResponses)
 	} else if _, err := h.cfg.Engine.Submit(ctx, *submit); err != nil {
 		return failure(err), nil
 	}
@@ -112,11 +121,17 @@ func elicitation(run core.Run, a core.Approval) mcpgo.ElicitationParams {
 // accepted form decides as chosen, a declined one denies, a cancelled one
 // leaves the approval pending. It returns notes on answers that changed
 // nothing.
-func (h *handlers) applyAnswers(ctx context.Context, asked []string, answers mcpgo.InputResponses) []string {
+func (h *handlers) applyAnswers(ctx context.Context, runID string, asked []string, answers mcpgo.InputResponses) []string {
 	var notes []string
 	for _, id := range asked {
 		res := server.ElicitationResponse(answers, id)
 		if res == nil {
+			continue
+		}
+		if a, err := h.cfg.Store.GetApproval(ctx, id); err != nil || a.RunID != runID {
+			// The state came from the client: only the run's own
+			// approvals are answered here.
+			notes = append(notes, fmt.Sprintf("approval %s is not one of run %s's; decide it with decide_approval", id, runID))
 			continue
 		}
 		var form struct {
