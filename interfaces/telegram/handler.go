@@ -135,6 +135,18 @@ func (h *Handler) process(ctx context.Context, key string, e inboxEntry) error {
 		if err := h.callback(ctx, key, req); err != nil {
 			return err
 		}
+	case req.Kind == KindReason && req.Action != nil:
+		prompt, err := h.isPrompt(ctx, req)
+		if err != nil {
+			return err
+		}
+		if prompt {
+			if err := h.callback(ctx, key, req); err != nil {
+				return err
+			}
+		} else if req.Message != nil { // a reply to the bot like any other
+			return h.start(ctx, key, *req.Message)
+		}
 	}
 	return fmt.Errorf("telegram %s: %w", key, core.ErrInboxSkip)
 }

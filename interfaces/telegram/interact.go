@@ -27,8 +27,9 @@ var Commands = []models.BotCommand{
 // the clicker (their Telegram user id) is checked against the tool's
 // approver policy, and the callback query is answered with the outcome.
 // Deny first asks the clicker for a reason, in a message they reply to
-// (ForceReply); that reply (a confirmed deny, without a callback query)
-// decides, and is answered in the chat. The card itself is edited by the
+// (ForceReply); that reply (a confirmed deny, without a callback query,
+// once isPrompt found the message it replies to is that prompt) decides,
+// and is answered in the chat. The card itself is edited by the
 // approval job the decision commits.
 func (h *Handler) callback(ctx context.Context, key string, req Request) error {
 	act := req.Action
@@ -62,7 +63,11 @@ func (h *Handler) callback(ctx context.Context, key string, req Request) error {
 }
 
 // askReason posts the question a Deny click answers with its reason, and
-// tells the clicker where to reply.
+// tells the clicker where to reply. The question is posted once per
+// approval, clicker and chat (reasonKey): a second click points to the
+// first, which stays the one to reply to. A new one is posted only when
+// the earlier posts' outcome is unknown (SendUncertain), up to
+// maxReasonPrompts.
 func (h *Handler) askReason(ctx context.Context, key string, req Request, a core.Approval) error {
 	act := req.Action
 	id, err := ChatID(act.Channel)
@@ -70,14 +75,71 @@ func (h *Handler) askReason(ctx context.Context, key string, req Request, a core
 		return err
 	}
 	who := cmp.Or(act.UserName, "You")
-	text := Escape(fmt.Sprintf(reasonPrompt, who, a.Tool, a.ID, noReason))
+	text := Escape(fmt.Sprintf(reasonPrompt, a.ID, who, a.Tool, noReason))
 	force := &models.ForceReply{ForceReply: true, Selective: true, InputFieldPlaceholder: "Why deny " + a.Tool + "?"}
 	s := h.sender()
-	if _, err := s.postOnce(ctx, "telegram:"+key+":reason", id, threadID(act.Thread), text, force); err != nil {
-		return err
+	for n := range maxReasonPrompts {
+		k := reasonKey(a.ID, act.Channel, act.UserID, n)
+		state, _, err := h.cfg.Outbox.SendRef(ctx, k)
+		if err != nil && !errors.Is(err, core.ErrNotFound) {
+			return err
+		}
+		if state == core.SendUncertain {
+			continue // maybe posted, but its message id is unknown: a reply to it could not count
+		}
+		sent, err := s.postOnce(ctx, k, id, threadID(act.Thread), text, force)
+		if err != nil {
+			return err
+		}
+		switch {
+		case sent.Posted:
+			h.answer(ctx, req, "Reply to my message with a reason to deny.")
+		case sent.State == core.SendSent:
+			h.answer(ctx, req, "I asked you already: reply to my earlier message asking why, with a reason to deny.")
+		default:
+			h.answer(ctx, req, "I could not tell whether my question reached the chat, and a reply to it would not count: click Deny again.")
+		}
+		return nil
 	}
-	h.answer(ctx, req, "Reply to my message with a reason to deny.")
+	h.log.Warn("telegram reason prompts all uncertain", "approval", a.ID, "user", act.UserID)
+	h.answer(ctx, req, "I could not ask you for a reason in this chat: decide this request elsewhere, or let it expire.")
 	return nil
+}
+
+// maxReasonPrompts bounds the "why deny?" prompts of one approval, clicker
+// and chat: a Deny click posts another only when every earlier post ended
+// uncertain.
+const maxReasonPrompts = 3
+
+// reasonKey names the outbox message of the n-th prompt asking user, in
+// chat, for the reason to deny approval id. Its ref, the prompt's message
+// id, is the only message a reply to gives the reason (isPrompt).
+func reasonKey(approvalID, chat, user string, n int) string {
+	return fmt.Sprintf("telegram:reason:%s:%s:%s:%d", approvalID, chat, user, n)
+}
+
+// isPrompt reports whether the message a KindReason replies to is a "why
+// deny?" prompt the bot posted for its approval, to its sender, in its
+// chat: one whose message id the outbox recorded. The text replied to
+// only names the approval; anyone can make the bot repeat such a text.
+func (h *Handler) isPrompt(ctx context.Context, req Request) (bool, error) {
+	act := req.Action
+	if req.ReplyTo == "" || act.UserID == "" {
+		return false, nil
+	}
+	for n := range maxReasonPrompts {
+		state, ref, err := h.cfg.Outbox.SendRef(ctx, reasonKey(act.ApprovalID, act.Channel, act.UserID, n))
+		if errors.Is(err, core.ErrNotFound) {
+			return false, nil // prompt n+1 is posted only after prompt n
+		}
+		if err != nil {
+			return false, err
+		}
+		if state == core.SendSent && ref == req.ReplyTo {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // answer answers the callback query of req; it may be too old to answer,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-telegram/bot/models"
 
+	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
@@ -28,6 +29,13 @@ const (
 	KindMessage              // a message for the agent
 	KindCommand              // a /command
 	KindCallback             // a click on an inline keyboard button
+	// KindReason: a reply to a bot message that reads as its "why deny?"
+	// prompt. Action is the deny it would confirm, with the reply as its
+	// reason; the handler makes it only if the message replied to
+	// (ReplyTo) is the prompt it posted for that approval, user and chat.
+	// Otherwise it is Message (nil when empty), an ordinary message to the
+	// bot.
+	KindReason
 )
 
 // Request is an update, parsed: what the bot should do with it.
@@ -42,6 +50,8 @@ type Request struct {
 	CallbackID string
 	// Thread is the forum topic of a command, where its answer goes.
 	Thread string
+	// ReplyTo is the id of the bot's message a KindReason replies to.
+	ReplyTo string
 }
 
 // Parser turns updates into requests; it knows the bot, to tell mentions
@@ -94,30 +104,29 @@ func (p Parser) message(req *Request, m *models.Message) {
 	}
 	text, mentioned := p.stripMention(m)
 	replied := m.ReplyToMessage != nil && m.ReplyToMessage.From != nil && m.ReplyToMessage.From.ID == p.BotID
+	if !private && p.GroupMode != GroupAll && !mentioned && !replied {
+		return
+	}
+	if strings.TrimSpace(text) != "" || len(files) > 0 {
+		req.Kind = KindMessage
+		req.Message = &chat.Inbound{
+			Platform: chat.PlatformTelegram, Channel: channel, Thread: thread,
+			MessageID: strconv.Itoa(m.ID), UserID: user, UserName: userName(*m.From), Text: strings.TrimSpace(text),
+			Mentioned: mentioned || replied, FromBot: m.From.IsBot, DirectMessage: private,
+			At: time.Unix(int64(m.Date), 0).UTC(), Files: files,
+		}
+	}
 	if id, ok := reasonFor(m.ReplyToMessage); replied && ok {
-		// The answer to the bot's "why deny?": the deny, confirmed, with
-		// its reason. The card's message is found when it is processed.
+		// Maybe the answer to the bot's "why deny?": the text only names
+		// the approval; the handler checks that the message replied to is
+		// the prompt it posted (the outbox), else this is the message.
 		reason := strings.TrimSpace(text)
 		if reason == noReason {
 			reason = ""
 		}
-		req.Kind = KindCallback
+		req.Kind, req.ReplyTo = KindReason, strconv.Itoa(m.ReplyToMessage.ID)
 		req.Action = &chat.Action{Platform: chat.PlatformTelegram, Channel: channel, Thread: thread, UserID: user,
 			UserName: userName(*m.From), ActionID: chat.ActionDeny, ApprovalID: id, Confirmed: true, Reason: reason}
-		return
-	}
-	if !private && p.GroupMode != GroupAll && !mentioned && !replied {
-		return
-	}
-	if strings.TrimSpace(text) == "" && len(files) == 0 {
-		return
-	}
-	req.Kind = KindMessage
-	req.Message = &chat.Inbound{
-		Platform: chat.PlatformTelegram, Channel: channel, Thread: thread,
-		MessageID: strconv.Itoa(m.ID), UserID: user, UserName: userName(*m.From), Text: strings.TrimSpace(text),
-		Mentioned: mentioned || replied, FromBot: m.From.IsBot, DirectMessage: private,
-		At: time.Unix(int64(m.Date), 0).UTC(), Files: files,
 	}
 }
 
@@ -220,27 +229,30 @@ func (p Parser) callback(req *Request, q *models.CallbackQuery) {
 }
 
 // reasonPrompt asks the clicker of Deny for a reason, as the reply to the
-// bot's message naming the request (reasonFor reads it back).
+// bot's message. It names the request first, before any name, for
+// reasonFor to read back: a name cannot shadow it.
 const (
-	reasonPrompt = "%s, why deny %s (request %s)? Reply to this message with the reason, or with %s to deny without one."
+	reasonPrompt = "Request %s: %s, why deny %s? Reply to this message with the reason, or with %s to deny without one."
 	noReason     = "-"
 )
 
-// reasonFor is the approval id a bot message asking for a deny reason
-// names; ok is false for any other message.
+// reasonFor is the approval id a bot message reading as a reason prompt
+// names; ok is false for any other message. Anyone can make the bot say
+// such a text (the agent repeats what it is told): the id only says which
+// prompt to look for in the outbox.
 func reasonFor(m *models.Message) (id string, ok bool) {
-	if m == nil || !strings.Contains(m.Text, ", why deny ") {
+	if m == nil {
 		return "", false
 	}
-	_, rest, found := strings.Cut(m.Text, "(request apr_")
+	rest, found := strings.CutPrefix(m.Text, "Request ")
 	if !found {
 		return "", false
 	}
-	id, _, found = strings.Cut(rest, ")")
-	if !found || id == "" || strings.ContainsAny(id, " \n") {
+	id, _, found = strings.Cut(rest, ":")
+	if !found || !strings.HasPrefix(id, "apr_") || !core.ValidID(id) {
 		return "", false
 	}
-	return "apr_" + id, true
+	return id, true
 }
 
 // userName shows a Telegram user as their updates name them: @username,
