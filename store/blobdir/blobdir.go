@@ -1,7 +1,8 @@
 // Package blobdir keeps attachments' bytes as files in a directory (the
 // embedded gateway's data dir): one file per blob, named by its content
 // (core.BlobID), written to a temporary file and renamed, so a crash leaves
-// either the whole blob or none.
+// either the whole blob or none (and a temporary file, which the blob prune
+// removes: see BlobsStoredBefore).
 package blobdir
 
 import (
@@ -11,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +28,13 @@ type Dir struct {
 	// (One gateway owns a data dir, so a mutex covers every writer.)
 	mu sync.Mutex
 }
+
+// tempPrefix starts the name of a put's temporary file.
+const tempPrefix = ".put-"
+
+// TempGrace is the age under which a temporary file is never removed: a
+// put may still be writing it.
+const TempGrace = time.Hour
 
 var (
 	_ core.Blobs       = (*Dir)(nil)
@@ -53,7 +62,7 @@ func (d *Dir) PutBlob(_ context.Context, data []byte) (string, error) {
 		}
 		return id, nil
 	}
-	tmp, err := os.CreateTemp(d.path, ".put-*")
+	tmp, err := os.CreateTemp(d.path, tempPrefix+"*")
 	if err != nil {
 		return "", fmt.Errorf("put blob: %w", err)
 	}
@@ -90,16 +99,22 @@ func (d *Dir) GetBlob(_ context.Context, id string) ([]byte, error) {
 }
 
 // BlobsStoredBefore implements core.BlobRemover: the blobs whose file time
-// is before t. Other files (an interrupted put's temporary file) are not
-// blobs and are left alone.
+// is before t. It also removes the temporary files of puts that never
+// finished (the process was killed) written before t and more than
+// TempGrace ago: they are no blobs, and nothing else would remove them.
 func (d *Dir) BlobsStoredBefore(_ context.Context, t time.Time) ([]string, error) {
 	entries, err := os.ReadDir(d.path)
 	if err != nil {
 		return nil, fmt.Errorf("list blobs: %w", err)
 	}
-	var ids []string
+	tempBefore := time.Now().Add(-TempGrace)
+	if t.Before(tempBefore) {
+		tempBefore = t
+	}
+	var ids, stale []string
 	for _, e := range entries {
-		if !e.Type().IsRegular() || !core.ValidBlobID(e.Name()) {
+		temp := strings.HasPrefix(e.Name(), tempPrefix)
+		if !e.Type().IsRegular() || (!temp && !core.ValidBlobID(e.Name())) {
 			continue
 		}
 		info, err := e.Info()
@@ -109,11 +124,33 @@ func (d *Dir) BlobsStoredBefore(_ context.Context, t time.Time) ([]string, error
 		if err != nil {
 			return nil, fmt.Errorf("list blobs: %w", err)
 		}
-		if info.ModTime().Before(t) {
+		switch {
+		case temp && info.ModTime().Before(tempBefore):
+			stale = append(stale, e.Name())
+		case !temp && info.ModTime().Before(t):
 			ids = append(ids, e.Name())
 		}
 	}
+	if err := d.removeTemps(stale); err != nil {
+		return nil, err
+	}
 	return ids, nil
+}
+
+// removeTemps removes the temporary files names. It holds mu, so no put
+// is writing one of them.
+func (d *Dir) removeTemps(names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, name := range names {
+		if err := os.Remove(filepath.Join(d.path, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove stale temporary file: %w", err)
+		}
+	}
+	return nil
 }
 
 // RemoveBlob implements core.BlobRemover.

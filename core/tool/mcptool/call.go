@@ -9,15 +9,39 @@ import (
 	"fmt"
 	"mime"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/tool/httptool"
 )
 
-// MaxFileBytes is the largest image a tool may return as a file; a larger
-// one is only described.
-const MaxFileBytes = 20_000_000
+// Limits on what one tool result gives the model (and the journal keeps).
+const (
+	// MaxContent is the most bytes of content (text, notes and the
+	// truncation marker) of one result, the same as an HTTP tool's: a
+	// longer content is cut at a UTF-8 boundary and ends with
+	// "…[truncated N bytes]".
+	MaxContent = httptool.MaxContent
+	// MaxFileBytes is the largest image a tool may return as a file; a
+	// larger one is only described.
+	MaxFileBytes = 20_000_000
+	// MaxFiles is the most images kept from one result, and MaxFilesBytes
+	// their most bytes in all (two of the largest). The images past either
+	// limit are only described.
+	MaxFiles      = 8
+	MaxFilesBytes = 2 * MaxFileBytes
+)
+
+// limits are the limits render applies; tests make them small.
+type limits struct {
+	content   int
+	files     int
+	fileBytes int
+}
+
+var resultLimits = limits{content: MaxContent, files: MaxFiles, fileBytes: MaxFilesBytes}
 
 // tool is one tool of a Server.
 type tool struct {
@@ -41,7 +65,9 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage, idempotencyKey st
 // no text, its structuredContent as JSON comes first. Each image is
 // returned as a file named image-N.<ext> and described in the content as
 // "[image image-1.png, image/png, 1234 bytes]"; audio, binary resources
-// and resource links are described by type and size. See the package
+// and resource links are described by type and size. The content is cut
+// to MaxContent bytes, and at most MaxFiles images of MaxFilesBytes in all
+// are returned: the others are only described. See the package
 // documentation for which errors are a *core.ToolError and which are
 // retried.
 func (t *tool) CallFiles(ctx context.Context, args json.RawMessage, idempotencyKey string) (string, []core.File, error) {
@@ -55,6 +81,7 @@ func (t *tool) CallFiles(ctx context.Context, args json.RawMessage, idempotencyK
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, errTimeout)
 	defer cancel()
+	ctx, tooLarge := watchTooLarge(ctx)
 	op := "call " + t.name
 	sess, err := s.session(ctx)
 	if err != nil {
@@ -67,6 +94,10 @@ func (t *tool) CallFiles(ctx context.Context, args json.RawMessage, idempotencyK
 		req.Params.Meta = &mcp.Meta{AdditionalFields: map[string]any{IdempotencyKeyMeta: idempotencyKey}}
 	}
 	res, err := sess.c.CallTool(ctx, req)
+	if err != nil && tooLarge.Load() {
+		// The session is fine: only this response was cut off.
+		return "", nil, tooLargeError(t, s.maxMessage)
+	}
 	if err != nil {
 		err, answered := s.requestError(ctx, sess, op, err)
 		if answered {
@@ -76,7 +107,7 @@ func (t *tool) CallFiles(ctx context.Context, args json.RawMessage, idempotencyK
 		}
 		return "", nil, err
 	}
-	content, files := render(res)
+	content, files := render(res, resultLimits)
 	if res.IsError {
 		msg := content
 		if strings.TrimSpace(msg) == "" {
@@ -109,11 +140,11 @@ func objectArgs(args json.RawMessage) (json.RawMessage, error) {
 }
 
 // render turns a tool result into the text the model reads and the files
-// it returned.
-func render(res *mcp.CallToolResult) (string, []core.File) {
+// it returned, within lim.
+func render(res *mcp.CallToolResult, lim limits) (string, []core.File) {
 	var parts []string
 	var files []core.File
-	hasText, images := false, 0
+	hasText, images, fileBytes := false, 0, 0
 	for _, c := range res.Content {
 		switch c := c.(type) {
 		case mcp.TextContent:
@@ -122,14 +153,22 @@ func render(res *mcp.CallToolResult) (string, []core.File) {
 		case mcp.ImageContent:
 			images++
 			mt := mediaType(c.MIMEType)
-			data, ok := decode64(c.Data)
 			name := fmt.Sprintf("image-%d%s", images, extension(mt))
+			if len(files) == lim.files { // not decoded: it is not kept
+				parts = append(parts, fmt.Sprintf("[image %s, %s: over the limit of %d images per result, not kept]", name, mt, lim.files))
+				continue
+			}
+			data, ok := decode64(c.Data)
 			switch {
 			case !ok:
 				parts = append(parts, fmt.Sprintf("[image %s, %s: invalid base64 data]", name, mt))
 			case len(data) > MaxFileBytes:
 				parts = append(parts, fmt.Sprintf("[image %s, %s, %d bytes: larger than %s, not kept]", name, mt, len(data), core.ByteSize(MaxFileBytes)))
+			case fileBytes+len(data) > lim.fileBytes:
+				parts = append(parts, fmt.Sprintf("[image %s, %s, %d bytes: over the limit of %s of images per result, not kept]",
+					name, mt, len(data), core.ByteSize(int64(lim.fileBytes))))
 			default:
+				fileBytes += len(data)
 				files = append(files, core.File{
 					Attachment: core.Attachment{Name: name, MIME: mt, Size: int64(len(data))},
 					Data:       data,
@@ -159,7 +198,37 @@ func render(res *mcp.CallToolResult) (string, []core.File) {
 			parts = append([]string{js}, parts...)
 		}
 	}
-	return strings.Join(parts, "\n"), files
+	return joinCut(parts, lim.content), files
+}
+
+// joinCut is parts joined with newlines, at most limit bytes: a longer
+// text is cut at a UTF-8 boundary and ends with "…[truncated N bytes]",
+// the marker within limit. Only what is kept is copied.
+func joinCut(parts []string, limit int) string {
+	total := max(len(parts)-1, 0)
+	for _, p := range parts {
+		total += len(p)
+	}
+	if total <= limit {
+		return strings.Join(parts, "\n")
+	}
+	const reserve = 64 // room for the marker
+	keep := max(limit-reserve, 0)
+	// keep bytes and the next one, to find where a rune starts.
+	buf := make([]byte, 0, keep+1)
+	for i, p := range parts {
+		if i > 0 {
+			buf = append(buf, '\n')
+		}
+		buf = append(buf, p[:min(len(p), cap(buf)-len(buf))]...)
+		if len(buf) == cap(buf) {
+			break
+		}
+	}
+	for keep > 0 && !utf8.RuneStart(buf[keep]) {
+		keep--
+	}
+	return fmt.Sprintf("%s…[truncated %d bytes]", buf[:keep], total-keep)
 }
 
 // structured is the result's structuredContent as JSON, or "".

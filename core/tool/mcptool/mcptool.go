@@ -18,8 +18,9 @@
 //   - a result with isError set: a *core.ToolError with its text; the model
 //     is told.
 //   - an error answer of the server (a JSON-RPC error such as unknown tool
-//     or invalid arguments) or a result that cannot be read: a
-//     *core.ToolError too: the server answered, so retrying would not help.
+//     or invalid arguments), a result that cannot be read, or one over
+//     MaxMessageBytes from a server reached over HTTP: a *core.ToolError
+//     too: the server answered, so retrying would not help.
 //   - a transport failure (the process died, the connection or session was
 //     lost, the call timed out or was cancelled): a plain error. The engine
 //     retries the call with the same idempotency key, which every call
@@ -41,6 +42,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -221,6 +223,7 @@ type Server struct {
 	timeout      time.Duration
 	startTimeout time.Duration
 	log          *slog.Logger
+	maxMessage   int64 // MaxMessageBytes; tests make it small
 
 	life context.Context // ends at Close
 	stop context.CancelFunc
@@ -249,6 +252,7 @@ func New(cfg Config) (*Server, error) {
 		timeout:      cfg.Timeout,
 		startTimeout: cfg.Timeout,
 		log:          cfg.Logger,
+		maxMessage:   MaxMessageBytes,
 	}
 	if s.timeout == 0 {
 		s.timeout = DefaultTimeout
@@ -450,7 +454,10 @@ func (s *Server) connect(ctx context.Context) (*session, error) {
 			transport.WithCommandLogger(s.log))
 	} else {
 		var err error
+		// The stdio transport reads the process's stdout itself, with no
+		// limit; over HTTP, each message's bytes are bounded.
 		tr, err = transport.NewStreamableHTTP(s.cfg.URL,
+			transport.WithHTTPBasicClient(&http.Client{Transport: &limitTransport{next: http.DefaultTransport, max: s.maxMessage}}),
 			transport.WithHTTPHeaders(maps.Clone(s.cfg.Headers)),
 			transport.WithHTTPLogger(s.log))
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -92,6 +93,16 @@ func testServer(dir string) *server.MCPServer {
 	s.AddTool(mcp.NewTool("image"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcp.NewToolResultImage("a red dot", base64.StdEncoding.EncodeToString(testPNG()), "image/png"), nil
 	})
+	s.AddTool(mcp.NewTool("big_text"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText(bigText()), nil
+	})
+	s.AddTool(mcp.NewTool("many_images"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res := &mcp.CallToolResult{}
+		for range manyImages {
+			res.Content = append(res.Content, mcp.NewImageContent(base64.StdEncoding.EncodeToString(testPNG()), "image/png"))
+		}
+		return res, nil
+	})
 	s.AddTool(mcp.NewTool("crash"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		os.Exit(1)
 		return nil, nil
@@ -120,6 +131,13 @@ func testServer(dir string) *server.MCPServer {
 		})
 	return s
 }
+
+// bigText is 1 MB of text, "a" then two-byte runes: a cut at an even
+// offset falls inside a rune.
+func bigText() string { return "a" + strings.Repeat("é", 1<<19) }
+
+// manyImages is how many images many_images returns.
+const manyImages = 20
 
 // testPNG is a 2x2 PNG.
 func testPNG() []byte {
@@ -248,7 +266,7 @@ func names(tools []ToolInfo) []string {
 	return out
 }
 
-var allTools = []string{"add_tool", "crash", "delete_item", "echo", "env", "fail", "image", "slow"}
+var allTools = []string{"add_tool", "big_text", "crash", "delete_item", "echo", "env", "fail", "image", "many_images", "slow"}
 
 func TestToolsStartLazilyOnce(t *testing.T) {
 	t.Parallel()
@@ -277,8 +295,8 @@ func TestToolsStartLazilyOnce(t *testing.T) {
 		t.Errorf("concurrent first calls started the server %d times, want 1", n)
 	}
 	line := f.logs.wait(t, "mcp server started")
-	if !strings.Contains(line, "INFO") || !strings.Contains(line, "tools=8") || !strings.Contains(line, "pid=") {
-		t.Errorf("start log = %q, want INFO with pid and tools=8", line)
+	if !strings.Contains(line, "INFO") || !strings.Contains(line, "tools=10") || !strings.Contains(line, "pid=") {
+		t.Errorf("start log = %q, want INFO with pid and tools=10", line)
 	}
 
 	byName := map[string]ToolInfo{}
@@ -314,7 +332,7 @@ func TestAllowDeny(t *testing.T) {
 		{name: "all", want: allTools},
 		{name: "allow", allow: []string{"echo", "delete_*"}, want: []string{"delete_item", "echo"}, denied: "fail"},
 		{name: "deny wins", allow: []string{"*"}, deny: []string{"delete_*", "crash"},
-			want: []string{"add_tool", "echo", "env", "fail", "image", "slow"}, denied: "delete_item"},
+			want: []string{"add_tool", "big_text", "echo", "env", "fail", "image", "many_images", "slow"}, denied: "delete_item"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -411,6 +429,54 @@ func TestCall(t *testing.T) {
 			case "PATH", "HOME", envServer, envDir:
 			default:
 				t.Errorf("the server inherited %s; want only PATH, HOME and Env", name)
+			}
+		}
+	})
+}
+
+// TestResultLimits: a tool result gives the model at most MaxContent bytes
+// of text and MaxFiles images, and says what it left out.
+func TestResultLimits(t *testing.T) {
+	t.Parallel()
+	f := newStdio(t, nil)
+
+	t.Run("1 MB of text", func(t *testing.T) {
+		content, _, err := f.call(t, "big_text", `{}`, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(content) > MaxContent {
+			t.Errorf("content is %d bytes, want at most %d", len(content), MaxContent)
+		}
+		if !utf8.ValidString(content) {
+			t.Error("content is not valid UTF-8: cut inside a rune")
+		}
+		full := bigText()
+		kept, marker, ok := strings.Cut(content, "…[truncated ")
+		if !ok || !strings.HasPrefix(full, kept) || len(kept) < MaxContent-64-utf8.UTFMax {
+			t.Fatalf("content = %q…%q, want most of the text then a truncation marker", content[:20], content[max(len(content)-40, 0):])
+		}
+		if want := fmt.Sprintf("%d bytes]", len(full)-len(kept)); marker != want {
+			t.Errorf("marker ends %q, want %q (the bytes left out)", marker, want)
+		}
+	})
+	t.Run("20 images", func(t *testing.T) {
+		content, files, err := f.call(t, "many_images", `{}`, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(files) != MaxFiles {
+			t.Fatalf("%d files, want %d", len(files), MaxFiles)
+		}
+		for i, file := range files {
+			if want := fmt.Sprintf("image-%d.png", i+1); file.Name != want || !bytes.Equal(file.Data, testPNG()) {
+				t.Errorf("file %d = %s (%d bytes), want %s, the image", i, file.Name, len(file.Data), want)
+			}
+		}
+		for i := MaxFiles + 1; i <= manyImages; i++ {
+			want := fmt.Sprintf("[image image-%d.png, image/png: over the limit of %d images per result, not kept]", i, MaxFiles)
+			if !strings.Contains(content, want) {
+				t.Errorf("content = %q, want it to say %q", content, want)
 			}
 		}
 	})
@@ -604,6 +670,81 @@ func TestStreamableHTTP(t *testing.T) {
 	})
 }
 
+// TestHTTPMessageLimit: over HTTP, a result larger than the message limit
+// is not read: the call is a ToolError (not retried) and the session goes
+// on. As a JSON response and as an event of an event stream.
+func TestHTTPMessageLimit(t *testing.T) {
+	t.Parallel()
+	mcpSrv := server.NewMCPServer("http-test", "1.0.0", server.WithToolCapabilities(true))
+	mcpSrv.AddTool(mcp.NewTool("echo", mcp.WithString("text")),
+		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(req.GetString("text", "")), nil
+		})
+	mcpSrv.AddTool(mcp.NewTool("big_text", mcp.WithBoolean("notify")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if req.GetBool("notify", false) {
+				// A notification first makes the response an event stream.
+				err := server.ServerFromContext(ctx).SendNotificationToClient(ctx, "notifications/message",
+					map[string]any{"level": "info", "data": "working"})
+				if err != nil {
+					return nil, err
+				}
+			}
+			return mcp.NewToolResultText(bigText()), nil
+		})
+	handler := server.NewStreamableHTTPServer(mcpSrv)
+	var mu sync.Mutex
+	var types []string // of the responses
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handler.ServeHTTP(w, r)
+		mu.Lock()
+		types = append(types, w.Header().Get("Content-Type"))
+		mu.Unlock()
+	}))
+	t.Cleanup(ts.Close)
+	logs := newLogs()
+	srv, err := New(Config{Name: "remote", URL: ts.URL + "/mcp", Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.maxMessage = 64 << 10
+	t.Cleanup(func() { _ = srv.Close() })
+
+	for _, tt := range []struct{ name, args, ctype string }{
+		{"json response", `{}`, "application/json"},
+		{"event stream", `{"notify":true}`, "text/event-stream"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := srv.Tool("big_text").CallFiles(t.Context(), json.RawMessage(tt.args), "k")
+			var te *core.ToolError
+			want := "tool big_text of server remote returned a result larger than 65.5 KB; it was not read"
+			if !errors.As(err, &te) || te.Message != want {
+				t.Errorf("big_text: %v, want ToolError %q", err, want)
+			}
+			mu.Lock()
+			last := types[len(types)-1]
+			mu.Unlock()
+			if last != tt.ctype {
+				t.Errorf("the server answered with %q, want %q", last, tt.ctype)
+			}
+			if got, err := srv.Tool("echo").Call(t.Context(), json.RawMessage(`{"text":"still here"}`), "k"); err != nil || got != "still here" {
+				t.Errorf("echo after a result too large = %q, %v", got, err)
+			}
+		})
+	}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	connects := 0
+	for _, m := range logs.msgs {
+		if strings.Contains(m, "mcp server connected") {
+			connects++
+		}
+	}
+	if connects != 1 {
+		t.Errorf("connected %d times, want once: a result too large does not end the session", connects)
+	}
+}
+
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -643,27 +784,42 @@ func TestRender(t *testing.T) {
 	t.Parallel()
 	pngData := testPNG()
 	b64 := base64.StdEncoding.EncodeToString
+	small := limits{content: 70, files: 2, fileBytes: 10}
 	tests := []struct {
 		name      string
 		res       *mcp.CallToolResult
 		want      string
 		wantFiles []string
+		lim       limits // resultLimits when zero
 	}{
-		{"texts", &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("a"), mcp.NewTextContent("b")}}, "a\nb", nil},
-		{"structured only", mcp.NewToolResultStructuredOnly(map[string]any{"n": 1}), `{"n":1}`, nil},
-		{"structured with text", mcp.NewToolResultStructured(map[string]any{"n": 1}, "one"), "one", nil},
+		{"texts", &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("a"), mcp.NewTextContent("b")}}, "a\nb", nil, limits{}},
+		{"structured only", mcp.NewToolResultStructuredOnly(map[string]any{"n": 1}), `{"n":1}`, nil, limits{}},
+		{"structured with text", mcp.NewToolResultStructured(map[string]any{"n": 1}, "one"), "one", nil, limits{}},
 		{"images", &mcp.CallToolResult{Content: []mcp.Content{
 			mcp.NewImageContent(b64(pngData), "image/png"), mcp.NewImageContent(b64([]byte("jpg")), "image/jpeg")}},
 			fmt.Sprintf("[image image-1.png, image/png, %d bytes]\n[image image-2.jpg, image/jpeg, 3 bytes]", len(pngData)),
-			[]string{"image-1.png", "image-2.jpg"}},
+			[]string{"image-1.png", "image-2.jpg"}, limits{}},
 		{"bad image", &mcp.CallToolResult{Content: []mcp.Content{mcp.NewImageContent("%%%", "image/png")}},
-			"[image image-1.png, image/png: invalid base64 data]", nil},
+			"[image image-1.png, image/png: invalid base64 data]", nil, limits{}},
 		{"audio", &mcp.CallToolResult{Content: []mcp.Content{mcp.NewAudioContent(b64([]byte("12345")), "audio/wav")}},
-			"[audio, audio/wav, 5 bytes]", nil},
+			"[audio, audio/wav, 5 bytes]", nil, limits{}},
 		{"resources", &mcp.CallToolResult{Content: []mcp.Content{
 			mcp.NewEmbeddedResource(mcp.TextResourceContents{URI: "file:///a.txt", Text: "file text"}),
 			mcp.NewEmbeddedResource(mcp.BlobResourceContents{URI: "file:///b.bin", MIMEType: "application/pdf", Blob: b64([]byte("pdf"))}),
-		}}, "file text\n[resource file:///b.bin, application/pdf, 3 bytes]", nil},
+		}}, "file text\n[resource file:///b.bin, application/pdf, 3 bytes]", nil, limits{}},
+		{"text cut inside a rune", &mcp.CallToolResult{Content: []mcp.Content{
+			mcp.NewTextContent("a" + strings.Repeat("é", 50)), mcp.NewTextContent("b")}},
+			"aéé…[truncated 98 bytes]", nil, small},
+		{"image limits", &mcp.CallToolResult{Content: []mcp.Content{
+			mcp.NewImageContent(b64([]byte("123456")), "image/png"),
+			mcp.NewImageContent(b64([]byte("123456")), "image/gif"),
+			mcp.NewImageContent(b64([]byte("1234")), "image/jpeg"),
+			mcp.NewImageContent(b64([]byte("1")), "image/png")}},
+			"[image image-1.png, image/png, 6 bytes]\n" +
+				"[image image-2.gif, image/gif, 6 bytes: over the limit of 10 B of images per result, not kept]\n" +
+				"[image image-3.jpg, image/jpeg, 4 bytes]\n" +
+				"[image image-4.png, image/png: over the limit of 2 images per result, not kept]",
+			[]string{"image-1.png", "image-3.jpg"}, limits{content: MaxContent, files: 2, fileBytes: 10}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -677,7 +833,11 @@ func TestRender(t *testing.T) {
 			if err := json.Unmarshal(js, &res); err != nil {
 				t.Fatal(err)
 			}
-			got, files := render(&res)
+			lim := tt.lim
+			if lim == (limits{}) {
+				lim = resultLimits
+			}
+			got, files := render(&res, lim)
 			if got != tt.want {
 				t.Errorf("content = %q, want %q", got, tt.want)
 			}
