@@ -144,7 +144,11 @@ func (s *Service) cardRef(ctx context.Context, key string) (state, ref string, e
 
 // matches reports whether one entry of a tool's approvers names p.
 func (s *Service) matches(ctx context.Context, p Principal, want, requester string) (bool, error) {
-	switch {
+	switch want = strings.TrimSpace(want); {
+	case want == "":
+		// Names nobody (approvers: ["${UNSET}"]); the config refuses it,
+		// but never let it match the unlinked, whose person is "".
+		return false, nil
 	case want == Requester:
 		return s.cfg.People.Same(p.ID, requester), nil
 	case strings.HasPrefix(want, "role:"):

@@ -94,6 +94,8 @@ func TestOnePolicyEveryRoute(t *testing.T) {
 			by: attempt{user: "bob", channel: "c2", message: cardMessage}, chatOnly: true},
 		{name: "click on another message", approvers: func(r route) []string { return []string{r.id("bob")} },
 			by: attempt{user: "bob", channel: cardChannel, message: "m2"}, chatOnly: true},
+		{name: "an empty approver names nobody", approvers: func(r route) []string { return []string{"", " "} },
+			by: attempt{user: "eve"}},
 		{name: "click without user", approvers: func(r route) []string { return nil },
 			by: attempt{user: ""}},
 		{name: "default policy: the conversation's member or an approver key", approvers: func(r route) []string { return nil },

@@ -192,6 +192,11 @@ func validateApproval(add func(path, format string, args ...any), path string, a
 	if !a.Required && (a.Timeout != 0 || len(a.Approvers) > 0 || a.ExcludeRequester) {
 		add(path+".required", "approval settings are given but required is false; set required: true")
 	}
+	for i, who := range a.Approvers {
+		if strings.TrimSpace(who) == "" {
+			add(fmt.Sprintf("%s.approvers[%d]", path, i), "is empty (an environment variable set to \"\"?): name a person, a platform id, key:<name>, role:<role>, a group or requester")
+		}
+	}
 }
 
 // validateModel checks one model at path; a missing key is found here, at

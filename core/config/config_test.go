@@ -148,6 +148,10 @@ server: {api_keys: [{name: bob, key: bob-key-0123456789abcdef, role: approver}]}
 agents: {a: {model: {provider: demo}}}
 tools: {t: {builtin: clock, approval: {required: true, approvers: [U123, bob]}}}`,
 			`tools.t.approval.approvers[1]: "bob" is the name of an API key; write key:bob to name the key`},
+		{"an empty approver", `
+agents: {a: {model: {provider: demo}}}
+tools: {t: {builtin: clock, approval: {required: true, approvers: [U123, ""]}}}`,
+			`tools.t.approval.approvers[1]: is empty (an environment variable set to ""?)`},
 		{"a key's bare name as a caller", `
 server: {api_keys: [{name: ci, key: ci-key-0123456789abcdef, role: operator}]}
 agents: {a: {model: {provider: demo}}}
