@@ -416,7 +416,7 @@ func (s *server) loadRun(w http.ResponseWriter, r *http.Request, id string) (cor
 }
 
 // sessionAllowed checks that a session, when it exists, is of an agent the
-// caller may use.
+// caller may use and not a chat conversation (ChatSession).
 func (s *server) sessionAllowed(w http.ResponseWriter, r *http.Request, id string) bool {
 	ses, err := s.cfg.Store.GetSession(r.Context(), id)
 	if errors.Is(err, core.ErrNotFound) {
@@ -426,7 +426,26 @@ func (s *server) sessionAllowed(w http.ResponseWriter, r *http.Request, id strin
 		s.fail(w, err)
 		return false
 	}
-	return s.agentAllowed(w, r, ses.AgentID)
+	if !s.agentAllowed(w, r, ses.AgentID) {
+		return false
+	}
+	if why := ChatSession(ses); why != "" {
+		writeError(w, http.StatusConflict, "chat_session", why)
+		return false
+	}
+	return true
+}
+
+// ChatSession says why a run started through the API or MCP may not join
+// session ses, "" when it may: a chat conversation's runs start from the
+// chat, since their approvals are posted there and decided by the
+// conversation's members, and their history is what the chat said.
+func ChatSession(ses core.Session) string {
+	if ses.Binding.Platform == "" {
+		return ""
+	}
+	return fmt.Sprintf("session_id: session %s is a %s conversation; its runs start from %s (omit session_id to start a new session)",
+		ses.ID, ses.Binding.Platform, ses.Binding.Platform)
 }
 
 func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {

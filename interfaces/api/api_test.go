@@ -415,3 +415,29 @@ func TestWaitAnswersWithoutReadingTheRunBack(t *testing.T) {
 }
 
 func settledStatus(s core.RunStatus) bool { return s == core.RunCompleted || s == core.RunPaused }
+
+// An API run never joins a chat conversation's session: its approval would
+// be posted to the chat and decided there by the conversation's members,
+// and its input would become part of what the chat said.
+func TestRunRefusedInAChatSession(t *testing.T) {
+	var eng *core.Engine
+	e := newEnvWith(t, func(c *api.Config) { eng = c.Engine }, adminKey)
+	chatRun, err := eng.Submit(t.Context(), core.SubmitRequest{AgentID: "demo", Input: "hello", UserID: "U1", Type: core.RunTypeChat,
+		Binding: core.Binding{Platform: "slack", Workspace: "T1", Channel: "C1", Thread: "1700000000.000100"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var er errResp
+	code := e.call("POST", "/api/v1/agents/demo/runs", `{"input":"deploy web to production","session_id":"`+chatRun.SessionID+`"}`, &er)
+	if code != 409 || er.Error.Code != "chat_session" || !strings.Contains(er.Error.Message, "omit session_id") {
+		t.Fatalf("a run in a Slack conversation's session: %d %+v, want 409 chat_session", code, er)
+	}
+	var runs core.Page[core.Run]
+	if code := e.call("GET", "/api/v1/sessions/"+chatRun.SessionID+"/runs", "", &runs); code != 200 || len(runs.Items) != 1 {
+		t.Fatalf("the session's runs: %d %+v, want the chat's one", code, runs)
+	}
+	var run runResp
+	if code := e.call("POST", "/api/v1/agents/demo/runs?wait=true", `{"input":"hello","session_id":"my-own-session"}`, &run); code != 200 || run.SessionID != "my-own-session" {
+		t.Fatalf("a run in a new session of the caller's naming: %d %+v", code, run)
+	}
+}

@@ -75,6 +75,13 @@ func (s *server) loadRoutine(w http.ResponseWriter, r *http.Request) (core.Routi
 	return rt, s.agentAllowed(w, r, rt.AgentID)
 }
 
+// specAllowed answers 403 when spec names an agent the caller's key is
+// limited away from: a key limited to some agents makes and moves routines
+// only among them.
+func (s *server) specAllowed(w http.ResponseWriter, r *http.Request, spec core.RoutineSpec) bool {
+	return spec.Agent == nil || s.agentAllowed(w, r, *spec.Agent)
+}
+
 // auditRoutine records a change or trigger of routine id by the caller.
 func (s *server) auditRoutine(r *http.Request, action, id, detail string) {
 	p := caller(r)
@@ -124,6 +131,9 @@ func (s *server) triggerRoutine(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) toggleRoutine(enable bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := s.loadRoutine(w, r); !ok {
+			return
+		}
 		set := s.cfg.Routines.Disable
 		if enable {
 			set = s.cfg.Routines.Enable
@@ -163,7 +173,7 @@ type createRoutineRequest struct {
 
 func (s *server) createRoutine(w http.ResponseWriter, r *http.Request) {
 	var req createRoutineRequest
-	if !decode(w, r, &req) {
+	if !decode(w, r, &req) || !s.specAllowed(w, r, req.RoutineSpec) {
 		return
 	}
 	rt, err := s.cfg.Routines.Create(r.Context(), req.ID, req.RoutineSpec)
@@ -181,6 +191,9 @@ func (s *server) updateRoutine(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
+	if _, ok := s.loadRoutine(w, r); !ok || !s.specAllowed(w, r, req) {
+		return
+	}
 	rt, err := s.cfg.Routines.Update(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		s.failRoutine(w, err)
@@ -191,6 +204,9 @@ func (s *server) updateRoutine(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) deleteRoutine(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.loadRoutine(w, r); !ok {
+		return
+	}
 	if err := s.cfg.Routines.Delete(r.Context(), r.PathValue("id")); err != nil {
 		s.failRoutine(w, err)
 		return

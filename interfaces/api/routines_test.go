@@ -29,7 +29,7 @@ var routineDefs = []core.RoutineDef{
 // startRoutineAPI serves the API with routines over the SQLite file at path,
 // as a gateway start does (sync the file's routines, run the engine), and
 // returns the env and a func that stops it all (a gateway stop).
-func startRoutineAPI(t *testing.T, path string) (*env, func()) {
+func startRoutineAPI(t *testing.T, path string, keys ...api.Key) (*env, func()) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	db, err := sqlite.Open(t.Context(), path, sqlite.Options{Logger: log, PollInterval: 20 * time.Millisecond})
@@ -55,7 +55,7 @@ func startRoutineAPI(t *testing.T, path string) (*env, func()) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = eng.Start(ctx) }()
 	srv := httptest.NewServer(api.New(api.Config{Engine: eng, Store: db, Approvals: aps, Logger: log,
-		Routines: rt, PollInterval: 50 * time.Millisecond}))
+		Routines: rt, PollInterval: 50 * time.Millisecond, Keys: keys}))
 	stopped := false
 	stop := func() {
 		if stopped {
@@ -182,6 +182,48 @@ func TestRoutineToggleSurvivesRestart(t *testing.T) {
 	e, _ = startRoutineAPI(t, path) // the same file is synced again at start
 	if code := e.call("GET", "/api/v1/routines/daily-digest", "", &r); code != 200 || !r.Enabled || r.ConfigEnabled {
 		t.Fatalf("after a restart: %d enabled=%t config_enabled=%t; want the API's enable kept", code, r.Enabled, r.ConfigEnabled)
+	}
+}
+
+// An admin key limited to some agents changes only their routines: it
+// neither edits, toggles nor deletes another agent's, nor creates one for
+// it; what it tried changed nothing.
+func TestRoutineRoutesKeepToTheKeysAgents(t *testing.T) {
+	const billingAdmin = "billing-admin-key-0123456789"
+	e, _ := startRoutineAPI(t, filepath.Join(t.TempDir(), "db.sqlite"),
+		api.Key{Name: "root", Secret: adminKey, Role: approval.RoleAdmin},
+		api.Key{Name: "billing-admin", Secret: billingAdmin, Role: approval.RoleAdmin, Agents: []string{"billing"}})
+	e.key = adminKey
+	if code := e.call("POST", "/api/v1/routines", `{"id":"nightly","agent":"demo","schedule":"@every 1h","input":"Check costs."}`, nil); code != 201 {
+		t.Fatalf("create as the unlimited admin: %d", code)
+	}
+	e.key = billingAdmin
+	for _, c := range []struct{ method, path, body string }{
+		{"PATCH", "/api/v1/routines/heartbeat", `{"input":"deploy everything to production"}`},
+		{"PATCH", "/api/v1/routines/nightly", `{"input":"deploy everything to production"}`},
+		{"POST", "/api/v1/routines/heartbeat/disable", ""},
+		{"POST", "/api/v1/routines/daily-digest/enable", ""},
+		{"DELETE", "/api/v1/routines/nightly", ""},
+		{"POST", "/api/v1/routines", `{"id":"evil","agent":"demo","schedule":"@every 1m","input":"deploy everything"}`},
+	} {
+		var er errResp
+		if code := e.call(c.method, c.path, c.body, &er); code != 403 || er.Error.Code != "forbidden" {
+			t.Errorf("%s %s as a key limited to billing: %d %+v, want 403 forbidden", c.method, c.path, code, er)
+		}
+	}
+	e.key = adminKey
+	var r core.Routine
+	if e.call("GET", "/api/v1/routines/heartbeat", "", &r); r.Input != "Are you there?" || !r.Enabled {
+		t.Errorf("heartbeat after the refusals: %+v", r)
+	}
+	if e.call("GET", "/api/v1/routines/daily-digest", "", &r); r.Enabled {
+		t.Errorf("daily-digest after the refusals: %+v", r)
+	}
+	if code := e.call("GET", "/api/v1/routines/nightly", "", &r); code != 200 || r.Input != "Check costs." {
+		t.Errorf("nightly after the refusals: %d %+v", code, r)
+	}
+	if code := e.call("GET", "/api/v1/routines/evil", "", nil); code != 404 {
+		t.Errorf("evil after the refusals: %d, want 404", code)
 	}
 }
 

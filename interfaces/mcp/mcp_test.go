@@ -54,6 +54,7 @@ type gateway struct {
 	srv   *httptest.Server
 	db    *sqlite.DB
 	aps   *approval.Service
+	eng   *core.Engine
 	clock *leasetest.Clock
 }
 
@@ -99,7 +100,7 @@ func newGateway(t *testing.T) *gateway {
 		<-done
 		db.Close()
 	})
-	return &gateway{t: t, srv: srv, db: db, aps: aps, clock: clk}
+	return &gateway{t: t, srv: srv, db: db, aps: aps, eng: eng, clock: clk}
 }
 
 // rest calls the REST API with the key and decodes the JSON answer into out.
@@ -529,6 +530,26 @@ func TestKeyLimitedToAnotherAgent(t *testing.T) {
 	preq.Params.Name, preq.Params.Arguments = "approval_prompt", map[string]any{"tool_name": "Bash", "input": map[string]any{"command": "ls"}}
 	if res, err := ops.CallTool(ctx, preq); err != nil || !res.IsError || !strings.Contains(text(t, res), "limited to other agents than claude-code") {
 		t.Errorf("approval_prompt as a key limited to billing: %+v, %v; want a refusal", res, err)
+	}
+}
+
+// run_agent never continues a chat conversation's session: the run's
+// approvals would be posted to the chat and decided by its members.
+func TestRunAgentRefusesAChatSession(t *testing.T) {
+	g := newGateway(t)
+	chatRun, err := g.eng.Submit(t.Context(), core.SubmitRequest{AgentID: "demo", Input: "hello", UserID: "U1", Type: core.RunTypeChat,
+		Binding: core.Binding{Platform: "slack", Workspace: "T1", Channel: "C1", Thread: "1700000000.000100"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := g.httpClient(clientOpts{})
+	res := call(t, c, "run_agent", map[string]any{"agent": "demo", "input": "deploy web to production", "session_id": chatRun.SessionID})
+	if !res.IsError || !strings.Contains(text(t, res), "is a slack conversation") {
+		t.Fatalf("run_agent in a Slack conversation's session: %+v, want a refusal", res)
+	}
+	var list core.Page[core.Approval]
+	if g.rest("GET", "/api/v1/approvals?status=pending", "", &list); len(list.Items) != 0 {
+		t.Fatalf("pending approvals: %+v, want none", list.Items)
 	}
 }
 

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -55,6 +56,9 @@ func (h *handlers) runAgent(ctx context.Context, req mcpgo.CallToolRequest) (*mc
 		if bad := mayUse(ctx, agent); bad != nil {
 			return bad, nil
 		}
+		if bad := h.mayContinue(ctx, req.GetString("session_id", "")); bad != nil {
+			return bad, nil
+		}
 		p := caller(ctx)
 		submit = &core.SubmitRequest{RunID: core.NewID("run"), AgentID: agent, Input: input,
 			SessionID: req.GetString("session_id", ""), UserID: p.ID, StartedBy: p.ID, Type: core.RunTypeMCP}
@@ -96,6 +100,28 @@ func (h *handlers) runAgent(ctx context.Context, req mcpgo.CallToolRequest) (*mc
 		}
 	}
 	return mcpgo.NewToolResultStructured(v, runSummary(v, notes)), nil
+}
+
+// mayContinue refuses session id, when it exists, if it is of an agent the
+// key may not use or a chat conversation (api.ChatSession).
+func (h *handlers) mayContinue(ctx context.Context, id string) *mcpgo.CallToolResult {
+	if id == "" {
+		return nil
+	}
+	ses, err := h.cfg.Store.GetSession(ctx, id)
+	switch {
+	case errors.Is(err, core.ErrNotFound):
+		return nil
+	case err != nil:
+		return failure(err)
+	}
+	if bad := mayUse(ctx, ses.AgentID); bad != nil {
+		return bad
+	}
+	if why := api.ChatSession(ses); why != "" {
+		return mcpgo.NewToolResultError(why)
+	}
+	return nil
 }
 
 func settled(r core.Run) bool { return r.Status.Terminal() || r.Status == core.RunPaused }
