@@ -303,9 +303,6 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 		extra["POST /discord/interactions"] = h
 		b.services = append(b.services, h.Start, dw.gateway(b.leases, s.NodeID, log, h)) // inbox; Gateway on one replica
 	}
-	for pattern, h := range extra {
-		extra[pattern] = webhookLimits(h)
-	}
 	ready := func(ctx context.Context) error { _, err := db.SchemaVersion(ctx); return err }
 	apiMetrics := m.Handler()
 	var ops *http.Server // server.metrics_addr: /metrics, /readyz, /healthz without a key
@@ -342,10 +339,11 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 		s: s, log: log, b: b, eng: eng, aps: aps, rt: rt, prune: prune, agents: len(agents), auth: auth,
 		// Headers must arrive within 10s and fit in 64 KiB; an idle
 		// keep-alive connection is closed after 2 minutes. Bodies are
-		// bounded per route (webhooks: 15s and 1 MiB, see webhookLimits);
-		// there is no write timeout because event streams, ?wait=true and
-		// MCP approval prompts answer for as long as they wait.
-		srv: &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		// in size per route (1 MiB for the API and the webhooks) and must
+		// arrive within bodyTimeout (bodyDeadline); there is no write
+		// timeout because event streams, ?wait=true and MCP approval prompts
+		// answer for as long as they wait.
+		srv: &http.Server{Handler: bodyDeadline(handler, bodyTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			MaxHeaderBytes: 64 << 10},
 		ln: ln, ops: ops, opsLn: opsLn,
 		done: make(chan struct{}),
@@ -601,13 +599,4 @@ func people(cfg *config.Config) *approval.Directory {
 	return approval.NewDirectory(ps)
 }
 
-// webhookLimits bounds how long a platform's webhook request may take to
-// send its body: a connection that declares a body and trickles it is cut
-// after 15s. (The handlers check signature headers before reading and read
-// at most 1 MiB.)
-func webhookLimits(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(15 * time.Second))
-		h.ServeHTTP(w, r)
-	})
-}
+
