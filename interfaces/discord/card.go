@@ -41,9 +41,9 @@ func ParseCustomID(s string) (action, id string, ok bool) {
 func ApprovalMessage(c chat.ApprovalCard) Message {
 	var b strings.Builder
 	if c.Pending() {
-		fmt.Fprintf(&b, "**Approval needed**: agent **%s** wants to run `%s`", escape(c.Agent), c.Tool)
+		fmt.Fprintf(&b, "**Approval needed**: agent **%s** wants to run %s", inline(c.Agent), code(c.Tool))
 	} else {
-		fmt.Fprintf(&b, "%s: agent **%s** wanted to run `%s`", outcome(c), escape(c.Agent), c.Tool)
+		fmt.Fprintf(&b, "%s: agent **%s** wanted to run %s", outcome(c), inline(c.Agent), code(c.Tool))
 	}
 	args := c.Arguments
 	if n := utf8.RuneCountInString(args); n > 1200 {
@@ -53,7 +53,7 @@ func ApprovalMessage(c chat.ApprovalCard) Message {
 	fmt.Fprintf(&b, "\n```json\n%s\n```", args)
 	if !c.Pending() {
 		if c.Reason != "" {
-			fmt.Fprintf(&b, "\nReason: %s", escape(c.Reason))
+			fmt.Fprintf(&b, "\nReason: %s", inline(c.Reason))
 		}
 		return Message{Content: b.String()}
 	}
@@ -105,12 +105,13 @@ func Approvers(ids []string) string {
 
 // mention shows a snowflake or a Discord principal id (discord:<user>) as a
 // user mention (mentions ping nobody: every message is posted with
-// allowed_mentions empty), other text (key:<name>, role:<role>) as is.
+// allowed_mentions empty), other text (key:<name>, role:<role>, a decider's
+// free-form name) as literal text on one line.
 func mention(id string) string {
 	if u := strings.TrimPrefix(id, chat.PlatformDiscord+":"); isSnowflake(u) {
 		return "<@" + u + ">"
 	}
-	return escape(id)
+	return inline(id)
 }
 
 func decider(who string) string {
@@ -132,7 +133,26 @@ func isSnowflake(s string) bool {
 	return true
 }
 
-var escaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "_", `\_`, "`", "\\`", "~", `\~`, "|", `\|`, ">", `\>`, "@", "@\u200b")
+// escaper backslash-escapes Discord Markdown: emphasis, code, spoilers,
+// quotes, masked links ([text](url)) and <…> tags (channel, command and
+// timestamp mentions); "@" gets a zero-width space so @everyone stays text.
+var escaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "_", `\_`, "`", "\\`", "~", `\~`, "|", `\|`, ">", `\>`,
+	"<", `\<`, "[", `\[`, "]", `\]`, "@", "@\u200b")
 
 // escape makes s show literally in Discord Markdown.
 func escape(s string) string { return escaper.Replace(s) }
+
+// lineBreaks turns every line break into a space: Discord starts a new
+// line (and with it headings, lists and quotes) at any of them.
+var lineBreaks = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ", "\v", " ", "\f", " ", "\u0085", " ", "\u2028", " ", "\u2029", " ")
+
+// inline shows free-form text (an agent's or a decider's name, a reason)
+// literally within the line it is put on.
+func inline(s string) string { return escape(lineBreaks.Replace(s)) }
+
+// code shows free-form text (a tool name) as an inline code span it cannot
+// end early: Markdown cannot escape a backtick inside one, so backticks
+// become apostrophes, and line breaks spaces.
+func code(s string) string {
+	return "`" + strings.ReplaceAll(lineBreaks.Replace(s), "`", "'") + "`"
+}

@@ -93,7 +93,7 @@ func (h *Handler) commandText(ctx context.Context, i *discordgo.Interaction, sub
 // reader's zone.
 var dialect = chat.Dialect{
 	Text: escape, Bold: func(s string) string { return "**" + s + "**" },
-	Code:   func(s string) string { return "`" + strings.ReplaceAll(s, "`", "'") + "`" },
+	Code:   code,
 	Date:   func(t time.Time) string { return fmt.Sprintf("<t:%d:f>", t.Unix()) },
 	Bullet: "- ",
 	Usage: func(sub, _ string) string {

@@ -66,6 +66,83 @@ func TestPayloadGolden(t *testing.T) {
 	golden(t, "commands", discord.Commands())
 }
 
+// TestCardEscapesHostileText pins the card of a request whose free-form
+// fields (tool name, agent, decider's name, reason) carry Markdown: it must
+// show as text on the card's lines, not as a second line, bold or a link
+// that approvers would read as the gateway's.
+func TestCardEscapesHostileText(t *testing.T) {
+	t.Parallel()
+	const tool = "Read`\n**✅ Approved by admin** [details](https://evil.example)\n`x"
+	pending := chat.ApprovalCard{ApprovalID: "apr_0123456789abcdef", Agent: "ops**\n# [docs](https://evil.example) <#500000000000000003>",
+		Tool: tool, Arguments: "{}", Status: "pending"}
+	denied := pending
+	denied.Status, denied.DecidedBy = "denied", "admin\r\n**✅ Approved** [by](https://evil.example)"
+	denied.Reason = "ok\n# Approved [details](https://evil.example)\u2028> quoted </agentgate approvals:1>"
+	for _, tc := range []struct {
+		name  string
+		card  chat.ApprovalCard
+		lines int // the header, the arguments' fence (3), and the reason
+		bold  int // the fixed ** of the header
+	}{
+		{name: "approval_hostile_pending", card: pending, lines: 4, bold: 4},
+		{name: "approval_hostile_denied", card: denied, lines: 5, bold: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := discord.ApprovalMessage(tc.card)
+			golden(t, tc.name, discordgo.MessageSend{Content: m.Content, Components: m.Components})
+			lines := strings.Split(m.Content, "\n")
+			if len(lines) != tc.lines || !strings.HasPrefix(lines[1], "```json") {
+				t.Errorf("card has %d lines, want %d with the arguments on the second:\n%s", len(lines), tc.lines, m.Content)
+			}
+			if n := strings.Count(lines[0], "`"); n != 2 {
+				t.Errorf("header %q has %d backticks, want 2: the tool name left its code span", lines[0], n)
+			}
+			text := outsideCode(m.Content)
+			for _, c := range []struct {
+				mark byte
+				want int
+			}{{'*', tc.bold * 2}, {'[', 0}, {']', 0}, {'<', 0}, {'>', 0}} {
+				if n := unescaped(text, c.mark); n != c.want {
+					t.Errorf("%d unescaped %q outside code, want %d, in:\n%s", n, c.mark, c.want, text)
+				}
+			}
+		})
+	}
+}
+
+// outsideCode is the Markdown of s outside its code block and code spans.
+func outsideCode(s string) string {
+	if i := strings.Index(s, "```"); i >= 0 {
+		if j := strings.Index(s[i+3:], "```"); j >= 0 {
+			s = s[:i] + s[i+3+j+3:]
+		}
+	}
+	var b strings.Builder
+	for i, part := range strings.Split(s, "`") {
+		if i%2 == 0 {
+			b.WriteString(part)
+		}
+	}
+	return b.String()
+}
+
+// unescaped counts the marks c in s that no backslash escapes.
+func unescaped(s string, c byte) int {
+	n, slashes := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\\':
+			slashes++
+			continue
+		case s[i] == c && slashes%2 == 0:
+			n++
+		}
+		slashes = 0
+	}
+	return n
+}
+
 func TestCustomID(t *testing.T) {
 	t.Parallel()
 	id := discord.CustomID(chat.ActionDeny, "apr_0123456789abcdef")

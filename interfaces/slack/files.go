@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -17,15 +18,15 @@ import (
 )
 
 // FilesHost is the host that serves the files of a workspace (url_private_download) and
-// receives uploads (upload_url). Download and Upload send the bot token only there and to
-// the API host.
+// receives uploads (upload_url). Download and Upload send the bot token only there (and,
+// with SLACK_API_URL set elsewhere, to that host outside its API path).
 const FilesHost = "files.slack.com"
 
 // Download fetches a shared file from its url_private_download (or url_private) with the
-// bot token and returns its bytes. It refuses, before any request, a URL that is not https
-// on files.slack.com nor on the API host (a forged event must not get the token sent
-// elsewhere), and refuses a file larger than max bytes (chat.ErrFileTooLarge) without reading
-// more than max+1 bytes of it. A redirect is refused too: files.slack.com redirects to the
+// bot token and returns its bytes. It refuses, before any request, a URL that may not
+// receive the token (see mayReceiveToken: a forged event must not get it sent elsewhere),
+// and refuses a file larger than max bytes (chat.ErrFileTooLarge) without reading more
+// than max+1 bytes of it. A redirect is refused too: files.slack.com redirects to the
 // sign-in page when the token cannot read the file. A 4xx answer is an *APIError
 // ("http_404"); 429s are waited out and 5xx retried, as for any idempotent call.
 func (c *Client) Download(ctx context.Context, fileURL string, max int64) ([]byte, error) {
@@ -86,8 +87,12 @@ func statusError(resp *http.Response) error {
 	return slackapi.StatusCodeError{Code: resp.StatusCode, Status: resp.Status}
 }
 
-// mayReceiveToken returns an error unless raw is an https URL on FilesHost or a URL on
-// the API host (scheme and host as configured).
+// mayReceiveToken returns an error unless raw is an https URL on FilesHost, or, when
+// SLACK_API_URL points away from Slack (a fake in tests, a proxy), a URL on the API host
+// (scheme and host as configured) outside the API base path. Slack's own API host never
+// receives the token this way, and no Web API method ever does: a file URL naming
+// https://slack.com/api/conversations.history would have the bot read a channel and hand
+// the answer to the model as an attachment.
 func (c *Client) mayReceiveToken(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
@@ -99,10 +104,34 @@ func (c *Client) mayReceiveToken(raw string) error {
 	if u.Scheme == "https" && strings.EqualFold(u.Host, FilesHost) {
 		return nil
 	}
-	if api, err := url.Parse(c.apiURL); err == nil && u.Scheme == api.Scheme && strings.EqualFold(u.Host, api.Host) {
-		return nil
+	refused := fmt.Errorf("refusing to send the bot token to %s://%s: files must come from https://%s", u.Scheme, u.Host, FilesHost)
+	api, err := url.Parse(c.apiURL)
+	if err != nil || slackHost(api.Hostname()) || u.Scheme != api.Scheme || !strings.EqualFold(u.Host, api.Host) {
+		return refused
 	}
-	return fmt.Errorf("refusing to send the bot token to %s://%s: files must come from https://%s or the API host", u.Scheme, u.Host, FilesHost)
+	if underPath(u.Path, api.Path) {
+		return fmt.Errorf("refusing to send the bot token to %s://%s%s: a Web API method is not a file", u.Scheme, u.Host, u.Path)
+	}
+	return nil
+}
+
+// slackHost reports whether host is Slack's (slack.com or a subdomain): the Web API there
+// takes the token only through slack-go's calls, never as a file URL.
+func slackHost(host string) bool {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	return host == "slack.com" || strings.HasSuffix(host, ".slack.com")
+}
+
+// underPath reports whether the URL path p is base (an API base path ending in "/") or
+// under it, after resolving dot segments and repeated slashes and ignoring case, as a
+// lenient server might.
+func underPath(p, base string) bool {
+	base = strings.ToLower(strings.TrimRight(base, "/"))
+	if base == "" {
+		return true
+	}
+	p = strings.ToLower(path.Clean("/" + p))
+	return p == base || strings.HasPrefix(p, base+"/")
 }
 
 func hostOf(raw string) string {

@@ -2,6 +2,7 @@ package slack
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"io"
@@ -136,6 +137,8 @@ func TestClientDownloadRefusesForeignHosts(t *testing.T) {
 		"https://slack.com.evil.example" + path,
 		"https://" + strings.TrimPrefix(fake.URL, "http://") + path, // the API host with another scheme
 		"http://xoxb:pw@" + strings.TrimPrefix(fake.URL, "http://") + path,
+		fake.URL + "/api/conversations.history?channel=C1", // a Web API method, not a file
+		fake.URL + "/files-pri/../api/auth.test",
 		path,
 		"",
 	} {
@@ -145,6 +148,78 @@ func TestClientDownloadRefusesForeignHosts(t *testing.T) {
 	}
 	if reqs := tr.requests(); len(reqs) != 0 {
 		t.Errorf("requests sent = %v, want none", reqs)
+	}
+}
+
+// fileTransport answers every request with a file's bytes, recording the Authorization
+// header; with refuse it fails the test instead: the URL must be refused before any request.
+type fileTransport struct {
+	t      *testing.T
+	refuse bool
+
+	mu   sync.Mutex
+	auth []string
+}
+
+func (f *fileTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if f.refuse {
+		f.t.Errorf("request to %s sent, want it refused before any request", req.URL)
+		return nil, errors.New("refused URL requested")
+	}
+	f.mu.Lock()
+	f.auth = append(f.auth, req.Header.Get("Authorization"))
+	f.mu.Unlock()
+	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Header: http.Header{}, Request: req,
+		Body: io.NopCloser(strings.NewReader("file bytes")), ContentLength: int64(len("file bytes"))}, nil
+}
+
+// The bot token goes to files.slack.com only; with Slack's API host it never goes to
+// slack.com (a file URL naming a Web API method would have the bot read a channel for
+// whoever forged it), and with SLACK_API_URL elsewhere it goes to that host but never
+// under its API path.
+func TestClientDownloadKeepsTokenOffWebAPI(t *testing.T) {
+	t.Parallel()
+	const proxy = "https://proxy.example/slack/api/"
+	for _, tc := range []struct {
+		apiURL, url string
+		ok          bool
+	}{
+		{"", "https://files.slack.com/files-pri/T1-F1/download/report.pdf", true},
+		{"", "https://slack.com/api/conversations.history?channel=C0123456789", false},
+		{"", "https://slack.com/files-pri/T1-F1/download/report.pdf", false},
+		{"", "https://SLACK.com/api/auth.test", false},
+		{"", "https://acme.slack.com/files-pri/T1-F1/report.pdf", false},
+		{"https://slack.com", "https://slack.com/files-pri/T1-F1/report.pdf", false},
+		{proxy, "https://files.slack.com/files-pri/T1-F1/report.pdf", true},
+		{proxy, "https://proxy.example/files-pri/T1-F1/report.pdf", true},
+		{proxy, "https://proxy.example/slack/api/conversations.history?channel=C0123456789", false},
+		{proxy, "https://proxy.example/slack/api", false},
+		{proxy, "https://proxy.example/slack/API/auth.test", false},
+		{proxy, "https://proxy.example/slack//api/auth.test", false},
+		{proxy, "https://proxy.example/slack/api%2Fauth.test", false},
+		{proxy, "https://proxy.example/files-pri/../slack/api/auth.test", false},
+	} {
+		t.Run(cmp.Or(tc.apiURL, "default")+" "+tc.url, func(t *testing.T) {
+			t.Parallel()
+			tr := &fileTransport{t: t, refuse: !tc.ok}
+			c, err := NewClient(ClientConfig{Token: "xoxb-secret", APIURL: tc.apiURL, HTTPClient: &http.Client{Transport: tr}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.Download(t.Context(), tc.url, 1<<10)
+			if !tc.ok {
+				if err == nil || !strings.Contains(err.Error(), "refusing to send the bot token") {
+					t.Errorf("Download = %q, %v; want a refusal", got, err)
+				}
+				return
+			}
+			if err != nil || string(got) != "file bytes" {
+				t.Fatalf("Download = %q, %v; want the file", got, err)
+			}
+			if len(tr.auth) != 1 || tr.auth[0] != "Bearer xoxb-secret" {
+				t.Errorf("Authorization headers = %q, want the bot token once", tr.auth)
+			}
+		})
 	}
 }
 
