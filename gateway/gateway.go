@@ -598,5 +598,3 @@ func people(cfg *config.Config) *approval.Directory {
 	}
 	return approval.NewDirectory(ps)
 }
-
-
