@@ -3,6 +3,7 @@
 package api
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
@@ -814,9 +816,15 @@ const MaxBody = 1 << 20
 // decode reads a JSON body: exactly one JSON object, at most MaxBody, no
 // unknown fields. Otherwise it writes a 400 (413 when too large).
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err == nil {
+		err = repeatedKey(body)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	if err == nil {
+		err = dec.Decode(v)
+	}
 	if err == nil {
 		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
 			err = errTrailing
@@ -834,6 +842,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		msg = "body: required (a JSON object)"
 	case errors.Is(err, errTrailing):
 		msg = "body: must hold exactly one JSON object; found more after it"
+	case errors.Is(err, errRepeatedKey):
+		msg = "body: " + err.Error()
 	}
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body: larger than %d bytes; send less", MaxBody))
@@ -844,6 +854,65 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 }
 
 var errTrailing = errors.New("trailing data after the JSON value")
+
+var errRepeatedKey = errors.New("a key appears twice in one object")
+
+// repeatedKey refuses a body whose objects name a key twice, as decoding
+// matches keys to fields: ignoring case. Decoding would keep the last
+// value where another reader (a proxy's log, an audit) may keep the first,
+// so {"decision":"deny","Decision":"approve"} would read as a deny there
+// and approve here. Syntax errors are left to the decoding.
+func repeatedKey(data []byte) error {
+	type frame struct {
+		keys map[string]bool // nil in an array
+		key  bool            // an object's next token is a key
+	}
+	var stack []*frame
+	dec := json.NewDecoder(bytes.NewReader(data))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		if n := len(stack); n > 0 && stack[n-1].key {
+			if k, ok := tok.(string); ok {
+				f := foldKey(k)
+				if stack[n-1].keys[f] {
+					return fmt.Errorf("%w: %q (keys match ignoring case); send each once", errRepeatedKey, k)
+				}
+				stack[n-1].keys[f], stack[n-1].key = true, false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{keys: map[string]bool{}, key: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		if n := len(stack); n > 0 && stack[n-1].keys != nil { // a value ended
+			stack[n-1].key = true
+		}
+	}
+}
+
+// foldKey is k with each rune replaced by the smallest of its case folds,
+// as encoding/json compares keys with field names.
+func foldKey(k string) string {
+	return strings.Map(func(r rune) rune {
+		for {
+			r2 := unicode.SimpleFold(r)
+			if r2 <= r {
+				return r2
+			}
+			r = r2
+		}
+	}, k)
+}
 
 func boolParam(r *http.Request, name string) (bool, error) {
 	v := r.URL.Query().Get(name)

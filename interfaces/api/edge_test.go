@@ -139,3 +139,35 @@ func TestOpsEndpointsWithKeys(t *testing.T) {
 		t.Errorf("/healthz: %d, want 200", code)
 	}
 }
+
+// A body naming a key twice is refused: decoding would keep the last value
+// where a proxy's log or another reader may keep the first, so a decision
+// could read as a deny there and approve here. Keys match ignoring case,
+// as they do the fields.
+func TestRepeatedKeysRefused(t *testing.T) {
+	e := newEnv(t)
+	var run runResp
+	if code := e.call("POST", runPath, `{"input":"deploy web to staging"}`, &run); code != 200 || len(run.PendingApprovals) != 1 {
+		t.Fatalf("starting a run: %d %+v", code, run)
+	}
+	decision := "/api/v1/approvals/" + run.PendingApprovals[0].ID + "/decision"
+	jsonCT := map[string]string{"Content-Type": "application/json"}
+	for _, body := range []string{
+		`{"decision":"deny","decision":"approve"}`,
+		`{"decision":"deny","Decision":"approve"}`,
+		`{"decision":"deny","DECISION":"approve"}`,
+		`{"decision":"approve","reason":"a","reaſon":"b"}`, // ſ folds to s, as encoding/json matches it
+	} {
+		code, got := e.raw("POST", decision, body, jsonCT)
+		if code != 400 || !strings.HasPrefix(got, "bad_request ") || !strings.Contains(got, "twice") {
+			t.Errorf("%s: %d %q, want 400 naming the repeated key", body, code, got)
+		}
+	}
+	var a struct{ Status string }
+	if e.call("GET", "/api/v1/approvals/"+run.PendingApprovals[0].ID, "", &a); a.Status != "pending" {
+		t.Fatalf("approval after the refused decisions: %s, want pending", a.Status)
+	}
+	if code, got := e.raw("POST", decision, `{"decision":"approve","reason":"ok"}`, jsonCT); code != 200 {
+		t.Fatalf("a well-formed decision: %d %q", code, got)
+	}
+}
