@@ -1,7 +1,7 @@
 # agentgate container image: a static binary on an empty base.
 #
 #   docker build -t agentgate --build-arg VERSION=v1.2.3 .
-#   docker run -p 8080:8080 -e AGENTGATE_API_KEYS=change-me-to-16-chars-or-more \
+#   docker run -p 127.0.0.1:8080:8080 -e AGENTGATE_API_KEYS=$(openssl rand -hex 24) \
 #     -v agentgate-data:/data agentgate
 #
 # The image listens on 0.0.0.0:8080, and `serve` refuses a non-loopback

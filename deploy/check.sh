@@ -152,6 +152,9 @@ log "docker-compose.yaml"
 # ports, one database and Redis, a node id per replica.
 go -C deploy/composecheck vet ./...
 go -C deploy/composecheck test -count=1 ./...
+# The file has no default key (the tests check it refuses to start without
+# one); these two load it as a user who set one.
+export AGENTGATE_API_KEYS=compose-check-key-0123456789abcdef
 go -C deploy/composecheck run . "$PWD/docker-compose.yaml"
 # And the compose CLI's own `config`: Docker's plugin when there is one, else
 # docker-compose (installed from Debian's packages when missing, as root).

@@ -165,9 +165,8 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 	if err != nil {
 		return nil, err
 	}
-	if len(keys) == 0 && !loopbackOnly(s.Addr) {
-		return nil, &UsageError{fmt.Sprintf("--addr %s is reachable from other machines but no API keys are set; "+
-			"set AGENTGATE_API_KEYS or listen on 127.0.0.1", s.Addr)}
+	if why := exposed(s.Addr, cfg, keys); why != "" {
+		return nil, &UsageError{why}
 	}
 
 	b, err := openBackend(ctx, s, log)
@@ -506,9 +505,8 @@ func CheckConfig(s Settings) (*config.Config, []string) {
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
-	if err == nil && len(keys) == 0 && !loopbackOnly(s.Addr) {
-		problems = append(problems, fmt.Sprintf("--addr %s is reachable from other machines but no API keys are set; "+
-			"set AGENTGATE_API_KEYS or server.api_keys, or listen on 127.0.0.1", s.Addr))
+	if why := exposed(s.Addr, cfg, keys); err == nil && why != "" {
+		problems = append(problems, why)
 	}
 	if built, err := buildAgents(cfg, core.SystemClock{}, slog.New(slog.DiscardHandler)); err != nil {
 		problems = append(problems, err.Error())
@@ -552,6 +550,26 @@ func loadConfig(path string) (*config.Config, error) {
 	return config.Load(path)
 }
 
+// exposed says why the gateway may not serve as set, "" when it may: with
+// no API keys every caller is an admin, so it serves only this machine.
+// Listening on another interface, or answering a name other than the
+// loopback ones (server.allowed_hosts: a name that reaches it through a
+// proxy or tunnel), needs keys.
+func exposed(addr string, cfg *config.Config, keys []api.Key) string {
+	switch {
+	case len(keys) > 0:
+		return ""
+	case !loopbackOnly(addr):
+		return fmt.Sprintf("--addr %s is reachable from other machines but no API keys are set; "+
+			"set AGENTGATE_API_KEYS or server.api_keys, or listen on 127.0.0.1", addr)
+	case len(cfg.Server.AllowedHosts) > 0:
+		return fmt.Sprintf("server.allowed_hosts lists %s, names that reach this gateway through a proxy or tunnel, but no API keys are set "+
+			"and without keys every caller is an admin; set AGENTGATE_API_KEYS or server.api_keys (*.localhost names are served without listing them)",
+			strings.Join(cfg.Server.AllowedHosts, ", "))
+	}
+	return ""
+}
+
 // loopbackOnly reports whether addr listens only on a loopback interface.
 func loopbackOnly(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
@@ -573,6 +591,9 @@ func apiKeys(env []string, cfg *config.Config) ([]api.Key, error) {
 		if len(k) < config.MinKeyLen {
 			return nil, &UsageError{fmt.Sprintf("AGENTGATE_API_KEYS: key %d is too short (%d of the %d characters a key needs; make one with openssl rand -hex 24)",
 				i+1, len(k), config.MinKeyLen)}
+		}
+		if config.Placeholder(k) {
+			return nil, &UsageError{fmt.Sprintf("AGENTGATE_API_KEYS: key %d is the placeholder from the documentation, which anyone can read; make your own with openssl rand -hex 24", i+1)}
 		}
 		keys = append(keys, api.Key{Name: api.KeyName(k), Secret: k, Role: approval.RoleAdmin})
 	}

@@ -133,6 +133,16 @@ func TestNewRefusesSettings(t *testing.T) {
 		{"open address without keys", func(s *gateway.Settings) { s.Addr = "0.0.0.0:0" }, "no API keys are set"},
 		{"short key", func(s *gateway.Settings) { s.APIKeys = []string{"short"} }, "AGENTGATE_API_KEYS: key 1 is too short"},
 		{"redis without postgres", func(s *gateway.Settings) { s.RedisURL = "redis://127.0.0.1:1/0" }, "AGENTGATE_REDIS_URL needs AGENTGATE_DATABASE_URL"},
+		{"the documentation's placeholder key", func(s *gateway.Settings) { s.APIKeys = []string{"agentgate-dev-key-change-me"} },
+			"AGENTGATE_API_KEYS: key 1 is the placeholder from the documentation"},
+		// A listed name reaches a loopback gateway through a proxy or
+		// tunnel: without keys every caller there would be an admin.
+		{"allowed hosts without keys", func(s *gateway.Settings) {
+			s.ConfigPath = filepath.Join(t.TempDir(), "agentgate.yaml")
+			if err := os.WriteFile(s.ConfigPath, []byte("server: {allowed_hosts: [gw.example.com]}\nagents: {demo: {model: {provider: demo}}}\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "server.allowed_hosts lists gw.example.com"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -143,6 +143,12 @@ agents: {a: {model: {provider: demo}, large_result_chars: -5}}`, "agents.a.large
 		{"short api key", `
 server: {api_keys: [short]}
 agents: {a: {model: {provider: demo}}}`, "server.api_keys[0]: must be at least 16 characters"},
+		{"an empty key (a variable set to nothing)", `
+server: {api_keys: [""]}
+agents: {a: {model: {provider: demo}}}`, "server.api_keys[0]: must be at least 16 characters"},
+		{"the documentation's placeholder key", `
+server: {api_keys: [agentgate-dev-key-change-me]}
+agents: {a: {model: {provider: demo}}}`, "server.api_keys[0]: is the placeholder from the documentation"},
 		{"a key's bare name as an approver", `
 server: {api_keys: [{name: bob, key: bob-key-0123456789abcdef, role: approver}]}
 agents: {a: {model: {provider: demo}}}

@@ -112,6 +112,13 @@ var keyNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 const MinKeyLen = 16
 
 // validateKeys checks server.api_keys (with lookup for key_env) and people.
+// placeholders are the example keys the documentation shows: a gateway
+// that took one would open its API to anyone who read them.
+var placeholders = []string{"agentgate-dev-key-change-me", "change-me-to-16-chars-or-more"}
+
+// Placeholder reports whether key is an example key of the documentation.
+func Placeholder(key string) bool { return slices.Contains(placeholders, key) }
+
 func (c *Config) validateKeys(lookup func(string) (string, bool)) []string {
 	var p []string
 	add := func(path, format string, args ...any) { p = append(p, path+": "+fmt.Sprintf(format, args...)) }
@@ -153,8 +160,13 @@ func (c *Config) validateKeys(lookup func(string) (string, bool)) []string {
 				}
 			}
 		}
-		if k.Key != "" && len(k.Key) < MinKeyLen {
+		switch {
+		case (k.Key != "" || k.bare) && len(k.Key) < MinKeyLen:
+			// A bare "" is a variable set to nothing: no caller could
+			// present it, yet the gateway would count itself keyed.
 			add(path, "must be at least %d characters", MinKeyLen)
+		case Placeholder(k.Key):
+			add(path, "is the placeholder from the documentation, which anyone can read; make your own with openssl rand -hex 24")
 		}
 	}
 	for _, name := range sortedKeys(c.People) {

@@ -10,6 +10,7 @@ import (
 
 // TestRepositoryComposeFile checks the docker-compose.yaml users start.
 func TestRepositoryComposeFile(t *testing.T) {
+	t.Setenv("AGENTGATE_API_KEYS", testKey)
 	var out bytes.Buffer
 	if err := run(t.Context(), "../../docker-compose.yaml", &out); err != nil {
 		t.Fatal(err)
@@ -21,9 +22,23 @@ func TestRepositoryComposeFile(t *testing.T) {
 	}
 }
 
+// testKey is the gateways' key the tests start the file with.
+const testKey = "compose-test-key-0123456789abcdef"
+
+// The file has no default key: up without AGENTGATE_API_KEYS stops, saying
+// how to make one.
+func TestComposeFileNeedsAKey(t *testing.T) {
+	t.Setenv("AGENTGATE_API_KEYS", "")
+	err := run(t.Context(), "../../docker-compose.yaml", new(bytes.Buffer))
+	if err == nil || !strings.Contains(err.Error(), "set AGENTGATE_API_KEYS") || !strings.Contains(err.Error(), "openssl rand") {
+		t.Fatalf("err = %v, want one asking for AGENTGATE_API_KEYS", err)
+	}
+}
+
 // TestRefused: each file breaks one thing the scale-out needs, and the
 // error names it.
 func TestRefused(t *testing.T) {
+	t.Setenv("AGENTGATE_API_KEYS", testKey)
 	base, err := os.ReadFile("../../docker-compose.yaml")
 	if err != nil {
 		t.Fatal(err)

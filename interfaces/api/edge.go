@@ -19,7 +19,11 @@ import (
 //     Sec-Fetch-Site or an Origin that is not the Host (http's
 //     CrossOriginProtection); server.trusted_origins lists exceptions;
 //   - a state-changing request with a body that is not JSON (415): a form
-//     or text/plain POST, which a page may send without asking.
+//     or text/plain POST, which a page may send without asking;
+//   - with no API keys, a request a proxy or tunnel forwarded (403): without
+//     keys every caller is an admin, and a proxy on this machine (ngrok, a
+//     tunnel for a webhook) would give that to whoever reaches it. The
+//     platforms' webhooks are not behind edge: they carry signatures.
 func (s *server) edge(next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	for _, o := range s.cfg.TrustedOrigins {
@@ -41,8 +45,17 @@ func (s *server) edge(next http.Handler) http.Handler {
 	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.hostAllowed(r.Host) {
-			writeError(w, http.StatusMisdirectedRequest, "host_not_allowed", "Host "+quote(r.Host)+
-				" is not served here: use localhost, or list the name in server.allowed_hosts")
+			msg := "Host " + quote(r.Host) + " is not served here: use localhost, or list the name in server.allowed_hosts"
+			if len(s.cfg.Keys) == 0 {
+				msg = "Host " + quote(r.Host) + " is not served here: without API keys only localhost is; " +
+					"to serve other names set API keys (AGENTGATE_API_KEYS) and list them in server.allowed_hosts"
+			}
+			writeError(w, http.StatusMisdirectedRequest, "host_not_allowed", msg)
+			return
+		}
+		if h := forwardedBy(r); h != "" && len(s.cfg.Keys) == 0 {
+			writeError(w, http.StatusForbidden, "proxied", "this gateway has no API keys, so it serves programs on this machine only, "+
+				"and this request came through a proxy or tunnel (it carries "+h+"); set API keys (AGENTGATE_API_KEYS or server.api_keys) to serve it")
 			return
 		}
 		checked.ServeHTTP(w, r)
@@ -72,6 +85,18 @@ func (s *server) hostAllowed(host string) bool {
 		}
 	}
 	return false
+}
+
+// forwardedBy names the header that says a proxy forwarded r, "" when
+// none does. Tunnels and most proxies (Caddy, Traefik, Apache, ngrok,
+// cloudflared) add one of them by default.
+func forwardedBy(r *http.Request) string {
+	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip", "Via"} {
+		if r.Header.Get(h) != "" {
+			return h
+		}
+	}
+	return ""
 }
 
 func changesState(method string) bool {

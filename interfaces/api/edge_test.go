@@ -71,6 +71,8 @@ func TestHostilePageRefused(t *testing.T) {
 		{"cross-site fetch", "POST", runPath, `{"input":"hi"}`, with("Sec-Fetch-Site", "cross-site"), 403, "cross_site"},
 		{"an Origin that is not the Host", "POST", runPath, `{"input":"hi"}`, with("Origin", "https://evil.example"), 403, "cross_site"},
 		{"cross-site decision", "POST", "/api/v1/approvals/apr_x/decision", `{"decision":"approve"}`, with("Sec-Fetch-Site", "cross-site"), 403, "cross_site"},
+		{"through a tunnel (ngrok, cloudflared)", "POST", runPath, `{"input":"hi"}`, with("X-Forwarded-For", "203.0.113.9"), 403, "proxied"},
+		{"through a proxy reading", "GET", "/api/v1/audit", "", with("Forwarded", "for=203.0.113.9"), 403, "proxied"},
 		{"trailing garbage", "POST", runPath, `{"input":"hi"} trailing`, jsonCT, 400, "bad_request"},
 		{"two JSON values", "POST", runPath, `{"input":"hi"}{"input":"again"}`, jsonCT, 400, "bad_request"},
 		{"oversize body", "POST", runPath, `{"input":"` + strings.Repeat("a", api.MaxBody) + `"}`, jsonCT, 413, "body_too_large"},
@@ -109,8 +111,8 @@ func TestAllowedHosts(t *testing.T) {
 		t.Errorf("an unlisted host: %d, want 421", code)
 	}
 	keyed := newEnv(t, "k-admin-0123456789abcdef")
-	if code, _ := keyed.raw("GET", "/api/v1/agents", "", map[string]string{"Host": "agentgate.example.com"}); code != 200 {
-		t.Errorf("with keys, any host: %d, want 200", code)
+	if code, _ := keyed.raw("GET", "/api/v1/agents", "", map[string]string{"Host": "agentgate.example.com", "X-Forwarded-For": "203.0.113.9"}); code != 200 {
+		t.Errorf("with keys, any host, through a proxy: %d, want 200", code)
 	}
 }
 
