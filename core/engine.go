@@ -132,7 +132,7 @@ type Engine struct {
 	outbox Queue
 
 	mu      sync.Mutex
-	running map[string]chan struct{}      // runs advanced by a local worker; closed when done
+	running map[string]*advancing         // runs a local worker advances
 	cancels map[string]context.CancelFunc // to stop a local run on cancel
 }
 
@@ -192,7 +192,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		ackInFinish: any(cfg.Store) == any(cfg.Queue),
 		maxHistory:  maxHistory,
 		outbox:      outbox,
-		running:     make(map[string]chan struct{}),
+		running:     make(map[string]*advancing),
 		cancels:     make(map[string]context.CancelFunc),
 	}, nil
 }
@@ -486,7 +486,7 @@ func (e *Engine) handle(ctx context.Context, job Job) {
 		var p RunJob
 		if err = json.Unmarshal(job.Payload, &p); err == nil {
 			runID = p.RunID
-			err = recovered(JobRun, func(ctx context.Context, _ Job) error { return e.advance(ctx, p.RunID, ack) })(jctx, job)
+			err = recovered(JobRun, func(ctx context.Context, _ Job) error { return e.advance(ctx, p.RunID, job.ID, ack) })(jctx, job)
 		}
 	} else if herr, ok := e.cfg.Jobs.Run(jctx, job); ok {
 		err = herr
@@ -552,29 +552,63 @@ func (e *Engine) heartbeat(ctx context.Context, extend func(context.Context) err
 	}
 }
 
-// lockRun serializes local workers on one run: a second job for a run that a
-// local worker is advancing waits for it rather than being dropped.
-func (e *Engine) lockRun(ctx context.Context, id string) (func(), error) {
+// advancing is a run a local worker advances.
+type advancing struct {
+	job   string        // the job it advances it for
+	again bool          // another job for the run came meanwhile
+	done  chan struct{} // closed when the worker is done with the run
+}
+
+// lockRun serializes local workers on one run. Another job for a run a
+// local worker is advancing does not wait for it, holding a worker: the
+// janitor's, every JanitorInterval on an external queue, would park one
+// more worker per pass of one long run, then all of them. It is noted
+// instead (busy), and the worker done with the run enqueues its job once
+// more if its step ended well (unlock(true)): the job may carry news, such
+// as a decision that came as the step paused; after a failed step, that
+// job's retry, with its backoff, is the look again. The same job delivered
+// again (its lease ran out, or a restart recovered it) waits: it is the
+// one the first worker acks or fails.
+func (e *Engine) lockRun(ctx context.Context, id, job string) (unlock func(ok bool), busy bool, err error) {
 	for {
 		e.mu.Lock()
-		ch, busy := e.running[id]
-		if !busy {
-			done := make(chan struct{})
-			e.running[id] = done
+		a, held := e.running[id]
+		switch {
+		case !held:
+			a = &advancing{job: job, done: make(chan struct{})}
+			e.running[id] = a
 			e.mu.Unlock()
-			return func() {
-				e.mu.Lock()
-				delete(e.running, id)
-				e.mu.Unlock()
-				close(done)
-			}, nil
+			return func(ok bool) { e.unlockRun(ctx, id, a, ok) }, false, nil
+		case a.job != job:
+			a.again = true
+			e.mu.Unlock()
+			return nil, true, nil
 		}
 		e.mu.Unlock()
 		select {
-		case <-ch:
+		case <-a.done:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		}
+	}
+}
+
+// unlockRun ends lockRun's hold on run id, and enqueues its job once more
+// when another came meanwhile and the step ended well.
+func (e *Engine) unlockRun(ctx context.Context, id string, a *advancing, ok bool) {
+	e.mu.Lock()
+	delete(e.running, id)
+	again := a.again
+	e.mu.Unlock()
+	close(a.done)
+	if !again || !ok {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	if err := e.cfg.Queue.Enqueue(ctx, RunJobFor(id)); err != nil && !errors.Is(err, ErrJobExists) {
+		// RequeueActive finds the run at start, and every JanitorInterval,
+		// while it is queued or running.
+		e.log.Error("run job after a step not queued; the run waits for the janitor or a restart", "run", id, "err", err)
 	}
 }
 
@@ -589,12 +623,12 @@ func (a *jobAck) done() bool { return a != nil && a.acked }
 
 // advance moves run id forward until it pauses, finishes or fails a step.
 // ack (nil: none) is the job to ack in the finishing transaction.
-func (e *Engine) advance(ctx context.Context, id string, ack *jobAck) error {
-	unlock, err := e.lockRun(ctx, id)
-	if err != nil {
-		return err
+func (e *Engine) advance(ctx context.Context, id, job string, ack *jobAck) (err error) {
+	unlock, busy, err := e.lockRun(ctx, id, job)
+	if busy || err != nil {
+		return err // busy: the local worker advancing it looks again when done
 	}
-	defer unlock()
+	defer func() { unlock(err == nil) }()
 
 	st := e.cfg.Store
 	now := e.cfg.Clock.Now().UTC()

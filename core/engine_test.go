@@ -779,3 +779,34 @@ func TestRunHeldByADeadNodeIsTakenOverAfterItsClaim(t *testing.T) {
 func keyP(name string) approval.Principal {
 	return approval.KeyPrincipal(name, approval.RoleAdmin, nil, approval.RouteAPI)
 }
+
+// A job for a run a local worker is advancing holds no other worker while
+// that run goes on: the janitor's jobs for one long run (every 30 s on an
+// external queue) would otherwise park one worker each, then all of them,
+// and nothing else would run until it ended. The long run still completes,
+// with its step done once.
+func TestJobsOfARunningRunHoldNoWorker(t *testing.T) {
+	t.Parallel()
+	long := &scriptModel{block: make(chan struct{})}
+	long.Func = func(n int, req core.ModelRequest) (core.ModelResponse, error) { return core.ModelResponse{Text: "done at last"}, nil }
+	quick := &scriptModel{Func: func(n int, req core.ModelRequest) (core.ModelResponse, error) { return core.ModelResponse{Text: "ok"}, nil }}
+	h := newHarness(t, map[string]*core.Agent{"long": {Model: long}, "quick": {Model: quick}}, sqlite.Options{})
+	a := h.submit("long", "", "a long step")
+	long.waitCalls(t, 1)
+	for i := range 6 { // more than the harness's 4 workers
+		again := core.RunJobFor(a.ID)
+		again.Key = fmt.Sprintf("%s:again-%d", again.Key, i)
+		if err := h.db.Enqueue(t.Context(), again); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := h.submit("quick", "", "meanwhile")
+	h.waitStatus(b.ID, core.RunCompleted)
+	close(long.block)
+	if run := h.waitStatus(a.ID, core.RunCompleted); run.Output != "done at last" {
+		t.Fatalf("long run = %+v", run)
+	}
+	if n := len(long.requests()); n != 1 {
+		t.Fatalf("the long run's model was called %d times, want once", n)
+	}
+}
