@@ -75,6 +75,45 @@ type backend struct {
 	pruners []core.Pruner
 }
 
+// tightenDataDir makes dir, which holds the whole journal, chat text and
+// audit log, private to its owner (0700) when other users may open it and
+// this process owns it; either way it logs a warning. MkdirAll only creates
+// it 0700: a dir that already existed keeps its mode.
+func tightenDataDir(dir string, log *slog.Logger) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	mode := fi.Mode().Perm()
+	uid, ok := fileOwner(fi)
+	if mode&0o077 == 0 || !ok {
+		return nil // private already, or a platform without unix modes
+	}
+	if uid != os.Geteuid() {
+		log.Warn("data dir is open to other users and not owned by this user: run chmod 700 on it", "dir", dir, "mode", mode.String())
+		return nil
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("data dir: make %s private to its owner (it is %s): %w", dir, mode, err)
+	}
+	log.Warn("data dir was open to other users: its mode is now 0700", "dir", dir, "was", mode.String())
+	return nil
+}
+
+// createPrivate creates the database file at path 0600 if it does not
+// exist. SQLite creates it with the umask (0644 usually) and gives its -wal
+// and -shm files the database file's mode.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
 // openBackend picks the store (SQLite in the data dir, or PostgreSQL) and the
 // queue (the store's own, or Redis Streams).
 func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, error) {
@@ -100,11 +139,19 @@ func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, e
 		if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
+		if err := tightenDataDir(s.DataDir, log); err != nil {
+			return nil, err
+		}
 		unlock, err := lockDataDir(s.DataDir)
 		if err != nil {
 			return nil, err
 		}
-		lite, err := sqlite.Open(ctx, filepath.Join(s.DataDir, "agentgate.db"), sqlite.Options{Logger: log, Synchronous: s.SQLiteSync})
+		path := filepath.Join(s.DataDir, "agentgate.db")
+		if err := createPrivate(path); err != nil {
+			unlock()
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
+		lite, err := sqlite.Open(ctx, path, sqlite.Options{Logger: log, Synchronous: s.SQLiteSync})
 		if err != nil {
 			unlock()
 			return nil, fmt.Errorf("open store in %s: %w", s.DataDir, err)

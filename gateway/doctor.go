@@ -176,6 +176,11 @@ func doctorStore(ctx context.Context, s Settings) []Check {
 	switch {
 	case s.DatabaseURL != "":
 		v, dbNow, err := postgres.Inspect(cctx, s.DatabaseURL, s.DatabaseSchema)
+		if errors.Is(err, postgres.ErrBadURL) {
+			add("database", CheckFail, "AGENTGATE_DATABASE_URL: not a valid postgres:// URL or key=value string (the text is not shown: it may hold a password)",
+				"write it as postgres://user:password@host:5432/dbname, percent-encoding special characters in the password")
+			break
+		}
 		if err != nil {
 			add("database", CheckFail, "PostgreSQL not reached: "+err.Error(), "start PostgreSQL or fix AGENTGATE_DATABASE_URL (postgres://user:pw@host:5432/db)")
 			break
@@ -196,7 +201,9 @@ func doctorStore(ctx context.Context, s Settings) []Check {
 	if s.RedisURL != "" {
 		opt, err := redis.ParseURL(s.RedisURL)
 		if err != nil {
-			add("redis", CheckFail, "AGENTGATE_REDIS_URL: "+err.Error(), "write it as redis://host:6379/0")
+			// go-redis's error quotes the URL, password included.
+			add("redis", CheckFail, "AGENTGATE_REDIS_URL: not a valid redis:// URL (the text is not shown: it may hold a password)",
+				"write it as redis://[user:password@]host:6379/0, percent-encoding special characters in the password")
 			return out
 		}
 		c := redis.NewClient(opt)

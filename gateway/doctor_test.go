@@ -86,3 +86,35 @@ func TestDoctor(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctorHidesURLPasswords: a database or Redis URL doctor cannot parse
+// is named, not quoted: the parsers' errors quote it with its password
+// (pgx redacts only what it can recognise).
+func TestDoctorHidesURLPasswords(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, check, databaseURL, redisURL string
+	}{
+		{name: "redis", check: "redis", redisURL: "redis://:S3cr%zzetPW@cache:6379/0"},
+		{name: "postgres dsn", check: "database", databaseURL: "host=db user=ag password='Top Secret pw"},
+		{name: "postgres url", check: "database", databaseURL: "postgres://ag:S3cr%zzet@db:5432/ag"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := settings(t)
+			s.DatabaseURL, s.RedisURL = tt.databaseURL, tt.redisURL
+			checks := gateway.Doctor(t.Context(), s)
+			all, c := status(checks, tt.check)
+			if c.Status != gateway.CheckFail || !strings.Contains(c.Detail, "not a valid") {
+				t.Errorf("%s check: %s\n%+v; want a failure saying the URL is not valid", tt.check, all, c)
+			}
+			for _, c := range checks {
+				line := c.Detail + " " + c.Fix
+				if strings.Contains(line, "S3cr") || strings.Contains(line, "Secret") {
+					t.Errorf("check %s shows the password: %s", c.Name, line)
+				}
+			}
+		})
+	}
+}

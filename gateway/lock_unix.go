@@ -38,3 +38,12 @@ func lockDataDir(dir string) (unlock func(), err error) {
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	return func() { _ = f.Close() }, nil
 }
+
+// fileOwner returns the uid that owns fi.
+func fileOwner(fi os.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,6 +16,11 @@ func LatestVersion() int {
 	return sqlstore.LatestMigration(migrationFS, "migrations")
 }
 
+// ErrBadURL is Inspect's error for a database URL it cannot parse. It does
+// not quote the URL, which may hold a password.
+var ErrBadURL = errors.New("postgres: database URL: cannot parse it; check its syntax and parameters " +
+	"(postgres://user:password@host:port/dbname?sslmode=disable)")
+
 // Inspect connects to url without changing anything and reports the schema's
 // migration version and the database's clock (for a skew check).
 func Inspect(ctx context.Context, url, schema string) (version int, now time.Time, err error) {
@@ -23,7 +29,9 @@ func Inspect(ctx context.Context, url, schema string) (version int, now time.Tim
 	}
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
-		return 0, now, fmt.Errorf("postgres: %w", err)
+		// pgx's error quotes the URL, redacting the password only on a best
+		// effort basis: do not pass it on (as Open does not).
+		return 0, now, ErrBadURL
 	}
 	cfg.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
 	conn, err := pgx.ConnectConfig(ctx, cfg)

@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,6 +31,18 @@ func TestBackupWhileOpen(t *testing.T) {
 	dest := filepath.Join(dir, "backup.db")
 	if err := sqlite.Backup(t.Context(), path, dest); err != nil {
 		t.Fatal(err)
+	}
+	// The copy holds the whole journal: its owner's only, and nothing else
+	// left beside it.
+	fi, err := os.Stat(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.Mode().Perm(); got != 0o600 {
+		t.Errorf("backup file mode %v, want %v", got, os.FileMode(0o600))
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".agentgate-backup-*")); len(left) > 0 {
+		t.Errorf("backup left %v", left)
 	}
 	if err := sqlite.Backup(t.Context(), path, dest); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Fatalf("a second backup to the same file = %v, want a refusal", err)

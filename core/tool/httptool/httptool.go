@@ -13,8 +13,8 @@
 //   - a transport failure (DNS, connection refused or reset, TLS, timeout,
 //     a body cut short): a plain error. The engine retries the call with the
 //     same Idempotency-Key, so the endpoint must treat a repeated key as the
-//     same request. Such an error never includes the URL's query string,
-//     which may carry a token.
+//     same request. Such an error names the endpoint by scheme://host[:port]
+//     only: the user info, path and query may carry a token.
 //
 // Headers are secrets as far as this package is concerned: it never logs
 // them, never puts them in errors, and Config.LogValue redacts their values.
@@ -73,8 +73,8 @@ type Config struct {
 	Client *http.Client
 }
 
-// LogValue implements slog.LogValuer: the URL without its query string and
-// header names with redacted values.
+// LogValue implements slog.LogValuer: the URL's scheme://host[:port] only
+// and header names with redacted values.
 func (c Config) LogValue() slog.Value {
 	names := make([]string, 0, len(c.Headers))
 	for k := range c.Headers {
@@ -326,14 +326,15 @@ func readLimited(r io.Reader, contentLength int64, limit int) (string, error) {
 	return fmt.Sprintf("%s…[truncated %s%d bytes]", buf[:keep], atLeast, total-int64(keep)), nil
 }
 
-// safeURL is u without user info, query and fragment, for errors and logs.
+// safeURL is u's scheme://host[:port] only, for errors and logs: user
+// info and the query may carry a token, and so may the path (Slack and
+// Discord incoming-webhook URLs carry their secret there).
 func safeURL(u string) string {
 	p, err := url.Parse(u)
-	if err != nil {
+	if err != nil || p.Host == "" {
 		return "(invalid url)"
 	}
-	p.User, p.RawQuery, p.ForceQuery, p.Fragment, p.RawFragment = nil, "", false, "", ""
-	return p.String()
+	return p.Scheme + "://" + p.Host
 }
 
 // ValidHeaderName reports whether s is a valid HTTP header field name

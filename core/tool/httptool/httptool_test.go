@@ -308,6 +308,53 @@ func TestCallConnectionRefusedIsTransportError(t *testing.T) {
 	}
 }
 
+// TestTransportErrorHidesPath: a transport error names the endpoint by
+// scheme://host:port only. The path of a Slack or Discord incoming-webhook
+// URL is its secret, and the error reaches logs, run.error, the job's
+// last_error and the chat.
+func TestTransportErrorHidesPath(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + ln.Addr().String()
+	ln.Close()
+	release := make(chan struct{})
+	slow := newEndpoint(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	t.Cleanup(func() { close(release) }) // before slow closes: cleanups run last first
+	cut := newEndpoint(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		io.WriteString(w, "only part")
+	})
+	const secret = "/services/T000/B000/XXXXSECRETXXXX"
+	tests := []struct {
+		name, base string
+	}{
+		{"connection refused", refused},
+		{"timeout", slow.URL},
+		{"body cut short", cut.URL},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tool := mustNew(t, httptool.Config{URL: tt.base + secret + "?token=hunter2#frag", Timeout: 200 * time.Millisecond})
+			_, err := tool.Call(t.Context(), json.RawMessage(`{}`), "k")
+			if err == nil {
+				t.Fatal("Call = nil error, want a transport error")
+			}
+			if msg := err.Error(); strings.Contains(msg, "SECRET") || strings.Contains(msg, "/services") || strings.Contains(msg, "hunter2") || !strings.Contains(msg, "POST "+tt.base+":") {
+				t.Errorf("error %q: want the endpoint as %s, without its path or query", msg, tt.base)
+			}
+		})
+	}
+}
+
 func TestCallBodyCutShortIsTransportError(t *testing.T) {
 	t.Parallel()
 	ep := newEndpoint(t, func(w http.ResponseWriter, r *http.Request) {
@@ -408,8 +455,8 @@ func TestConfigLogValueRedactsHeaders(t *testing.T) {
 			t.Errorf("log line leaks %q: %s", secret, out)
 		}
 	}
-	if !strings.Contains(out, "Authorization") || !strings.Contains(out, "tools.example/deploy") {
-		t.Errorf("log line lacks the header name or URL: %s", out)
+	if !strings.Contains(out, "Authorization") || !strings.Contains(out, "url=https://tools.example ") || strings.Contains(out, "/deploy") {
+		t.Errorf("log line lacks the header name or the URL's host, or shows its path: %s", out)
 	}
 }
 

@@ -687,14 +687,15 @@ func (t *tail) String() string {
 	return strings.Join(strings.Fields(out), " ")
 }
 
-// safeURL is u without user info, query and fragment, for errors and logs.
+// safeURL is u's scheme://host[:port] only, for errors and logs: user
+// info and the query may carry a token, and so may the path (Slack and
+// Discord incoming-webhook URLs carry their secret there).
 func safeURL(u string) string {
 	p, err := url.Parse(u)
-	if err != nil {
+	if err != nil || p.Host == "" {
 		return "(invalid url)"
 	}
-	p.User, p.RawQuery, p.ForceQuery, p.Fragment, p.RawFragment = nil, "", false, "", ""
-	return p.String()
+	return p.Scheme + "://" + p.Host
 }
 
 // stripURLError removes the full URL (which may carry a token in its

@@ -648,8 +648,8 @@ func TestStreamableHTTP(t *testing.T) {
 			t.Fatalf("echo = %q, %v", got, err)
 		}
 		line := logs.wait(t, "mcp server connected")
-		if !strings.Contains(line, "url="+ts.URL+"/mcp") || strings.Contains(line, "hidden") || strings.Contains(line, "s3cret") {
-			t.Errorf("connect log = %q, want the URL without its query and no secrets", line)
+		if !strings.Contains(line, "url="+ts.URL+" ") || strings.Contains(line, "/mcp") || strings.Contains(line, "hidden") || strings.Contains(line, "s3cret") {
+			t.Errorf("connect log = %q, want the URL's scheme://host:port only and no secrets", line)
 		}
 		if err := srv.Close(); err != nil {
 			t.Errorf("Close: %v", err)
@@ -657,15 +657,16 @@ func TestStreamableHTTP(t *testing.T) {
 	})
 	t.Run("wrong credentials", func(t *testing.T) {
 		t.Parallel()
-		srv, err := New(Config{Name: "remote", URL: ts.URL + "/mcp",
+		// The path may be a secret, as in a webhook URL.
+		srv, err := New(Config{Name: "remote", URL: ts.URL + "/mcp/XXXXSECRETXXXX",
 			Headers: map[string]string{"Authorization": "Bearer wrong"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = srv.Close() })
 		_, err = srv.Tools(t.Context())
-		if err == nil || !strings.Contains(err.Error(), ts.URL) || strings.Contains(err.Error(), "wrong") {
-			t.Errorf("Tools: %v, want an error naming the URL, without the header", err)
+		if err == nil || !strings.Contains(err.Error(), "url "+ts.URL+")") || strings.Contains(err.Error(), "SECRET") || strings.Contains(err.Error(), "wrong") {
+			t.Errorf("Tools: %v, want an error naming the URL's scheme://host:port, without its path or the header", err)
 		}
 	})
 }
