@@ -788,8 +788,12 @@ func keyP(name string) approval.Principal {
 func TestJobsOfARunningRunHoldNoWorker(t *testing.T) {
 	t.Parallel()
 	long := &scriptModel{block: make(chan struct{})}
-	long.Func = func(n int, req core.ModelRequest) (core.ModelResponse, error) { return core.ModelResponse{Text: "done at last"}, nil }
-	quick := &scriptModel{Func: func(n int, req core.ModelRequest) (core.ModelResponse, error) { return core.ModelResponse{Text: "ok"}, nil }}
+	long.Func = func(n int, req core.ModelRequest) (core.ModelResponse, error) {
+		return core.ModelResponse{Text: "done at last"}, nil
+	}
+	quick := &scriptModel{Func: func(n int, req core.ModelRequest) (core.ModelResponse, error) {
+		return core.ModelResponse{Text: "ok"}, nil
+	}}
 	h := newHarness(t, map[string]*core.Agent{"long": {Model: long}, "quick": {Model: quick}}, sqlite.Options{})
 	a := h.submit("long", "", "a long step")
 	long.waitCalls(t, 1)
