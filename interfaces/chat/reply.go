@@ -309,11 +309,12 @@ var ErrGone = errors.New("the message is gone")
 // runs unless the entry key says an earlier attempt did. An edit whose
 // outcome is unknown is made again (it cannot double anything). An edit
 // that fails with ErrGone (someone deleted the live message) is replaced by
-// post, so the answer is not lost.
-func Finalize(ctx context.Context, ob core.Outbox, clock core.Clock, key, ref string,
+// post, once (PostOnce under key:anew): a post whose outcome is unknown is
+// not made again, so the answer is neither lost nor doubled.
+func (s Sender) Finalize(ctx context.Context, key, ref string,
 	edit func(context.Context) error, post func(context.Context) (string, error)) error {
-	now := func() time.Time { return clock.Now().UTC() }
-	claimed, state, err := ob.ClaimSend(ctx, key, now())
+	ob := s.Outbox
+	claimed, state, err := ob.ClaimSend(ctx, key, s.Now())
 	if err != nil {
 		return err
 	}
@@ -322,10 +323,12 @@ func Finalize(ctx context.Context, ob core.Outbox, clock core.Clock, key, ref st
 	}
 	err = edit(ctx)
 	if errors.Is(err, ErrGone) {
-		ref, err = post(ctx)
+		var sent Sent
+		sent, err = s.PostOnce(ctx, key+":anew", post)
+		ref = sent.Ref // "" when it may have been posted: done, as far as we can tell
 	}
 	if err != nil { // left claimable: the edit (or post) can be made again
-		return errors.Join(err, ob.SetSendState(ctx, key, core.SendFailed, "", now()))
+		return errors.Join(err, ob.SetSendState(ctx, key, core.SendFailed, "", s.Now()))
 	}
-	return ob.SetSendState(ctx, key, core.SendSent, ref, now())
+	return ob.SetSendState(ctx, key, core.SendSent, ref, s.Now())
 }

@@ -27,7 +27,7 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 	for i, part := range parts {
 		var err error
 		if i == 0 && a.Live != "" { // the live message becomes the first part
-			err = chat.Finalize(ctx, n.Outbox, n.Clock, key+":0", a.Live, func(ctx context.Context) error {
+			err = n.Sender.Finalize(ctx, key+":0", a.Live, func(ctx context.Context) error {
 				err := n.Client.Edit(ctx, channel, a.Live, Message{Content: part})
 				var rerr *discordgo.RESTError
 				if errors.As(err, &rerr) && rerr.Message != nil && rerr.Message.Code == discordgo.ErrCodeUnknownMessage {

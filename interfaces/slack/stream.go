@@ -71,7 +71,7 @@ func parseLiveRef(s string) (liveRef, bool) {
 // a post, an edit is made again when an earlier attempt's outcome is
 // unknown: it cannot double anything.
 func (c *Notifier) finalize(ctx context.Context, key string, b core.Binding, m liveRef, text string, blocks []slackapi.Block) error {
-	return chat.Finalize(ctx, c.Outbox, c.Clock, key, m.ts, func(ctx context.Context) error {
+	return c.Sender.Finalize(ctx, key, m.ts, func(ctx context.Context) error {
 		if m.stream {
 			// Slack refuses to stop a stream that ended already (an earlier
 			// attempt, a pause, its own timeout): nothing to do then.

@@ -450,3 +450,29 @@ func TestLiveReplyGoneIsPostedAnew(t *testing.T) {
 		t.Fatalf("thread = %+v, want the answer posted once after the message that could not be edited", msgs)
 	}
 }
+
+// TestLiveReplyGoneRepostedAtMostOnce: when the answer posted in place of a
+// deleted live message has an unknown outcome (Slack answered 500), a
+// retried job does not post it again: it may be in the thread already.
+func TestLiveReplyGoneRepostedAtMostOnce(t *testing.T) {
+	t.Parallel()
+	b := newLiveBench(t)
+	r := b.replier()
+	b.fake.Error("chat.startStream", "not_allowed_token_type", 1)
+	run := b.run()
+	l := b.show(r, run, "")
+	l.Close(core.ProgressFinished)
+	b.fake.Error("chat.update", "message_not_found", 3) // deleted, for every attempt
+	b.fake.ServerError("chat.postMessage", 500, 1)
+	posts := b.calls("chat.postMessage")
+	done, err := b.store.FinishRun(t.Context(), run.ID, "", core.Finish{Status: core.RunCompleted, Output: "All **done**.", At: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the job, and its retry should it fail
+		_ = r.Handle(t.Context(), r.OnFinish(done, done.Status)[0])
+	}
+	if n := b.calls("chat.postMessage") - posts; n != 1 {
+		t.Fatalf("the answer was posted %d times after the live message was gone, want once", n)
+	}
+}

@@ -51,7 +51,7 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 	} else {
 		live, _ := strconv.Atoi(a.Live)
 		parts := Split(text, MaxMessageLen)
-		err = chat.Finalize(ctx, n.Outbox, n.Clock, "telegram:"+key+":live", a.Live, func(ctx context.Context) error {
+		err = n.Sender.Finalize(ctx, "telegram:"+key+":live", a.Live, func(ctx context.Context) error {
 			err := n.Client.Edit(ctx, chatID, live, Markdown(parts[0]), nil)
 			if gone(err) {
 				n.Logger.Warn("telegram live reply was deleted; posting the answer anew", "run", a.Run.ID, "err", err)

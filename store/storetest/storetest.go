@@ -1534,6 +1534,23 @@ func testOutbox(t *testing.T, h Harness) {
 	}
 	_, _, err := ob.SendRef(ctx, "nope")
 	wantErr(t, "SendRef of an unknown key", err, core.ErrNotFound)
+
+	// A job that found k1 sending while another posted it marks it
+	// uncertain only while it is still sending: the other's outcome (a
+	// card's ref, which clicks are checked against) stays.
+	if err := ob.SetSendState(ctx, "k1", core.SendUncertain, "", at(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if state, ref, err := ob.SendRef(ctx, "k1"); err != nil || state != core.SendSent || ref != "1.0001" {
+		t.Errorf("SendRef(k1) after a late uncertain = %q, %q, %v; want sent, 1.0001 kept", state, ref, err)
+	}
+	if err := ob.SetSendState(ctx, "k2", core.SendUncertain, "", at(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if state, _, err := ob.SendRef(ctx, "k2"); err != nil || state != core.SendUncertain {
+		t.Errorf("SendRef(k2) after uncertain = %q, %v; want uncertain", state, err)
+	}
+	wantErr(t, "SetSendState uncertain of an unknown key", ob.SetSendState(ctx, "nope", core.SendUncertain, "", at(0)), core.ErrNotFound)
 }
 
 // testApprovalJobs: every change of an approval (created, decided, cancelled

@@ -321,11 +321,24 @@ func (s Data) SendRef(ctx context.Context, key string) (state, ref string, err e
 	return state, ref, nil
 }
 
-// SetSendState implements core.Outbox.
+// SetSendState implements core.Outbox. SendUncertain replaces only
+// SendSending: a job that found the entry sending while another job posted
+// the message must not overwrite that job's outcome (a sent card's ref,
+// which clicks are checked against).
 func (s Data) SetSendState(ctx context.Context, key, state, ref string, at time.Time) error {
-	n, err := s.W.Exec(ctx, `UPDATE outbox SET state = ?, ref = ?, updated_at = ? WHERE key = ?`, state, ref, at, key)
+	query := `UPDATE outbox SET state = ?, ref = ?, updated_at = ? WHERE key = ?`
+	if state == core.SendUncertain {
+		query += ` AND state = '` + core.SendSending + `'`
+	}
+	n, err := s.W.Exec(ctx, query, state, ref, at, key)
 	if err == nil && n == 0 {
 		err = core.ErrNotFound
+		if state == core.SendUncertain { // found, and settled meanwhile?
+			var st string
+			if One(ctx, s.R, `SELECT state FROM outbox WHERE key = ?`, []any{key}, func(r Row) error { return r.Scan(&st) }) == nil {
+				err = nil
+			}
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("set send state %s: %w", key, err)
