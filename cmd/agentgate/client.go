@@ -42,7 +42,9 @@ type apiError struct {
 	Message string
 }
 
-func (e *apiError) Error() string { return fmt.Sprintf("%s (%d %s)", e.Message, e.Status, e.Code) }
+func (e *apiError) Error() string {
+	return fmt.Sprintf("%s (%d %s)", printable(e.Message), e.Status, printable(e.Code))
+}
 
 func (c *client) request(ctx context.Context, method, path string, body any, accept string) (*http.Response, error) {
 	var rd io.Reader

@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "backup":
 		return backupCmd(ctx, rest, stdout, stderr)
 	case "jobs":
-		return jobsCmd(ctx, rest, stdout, stderr)
+		return jobsCmd(ctx, rest, termSafe{stdout}, termSafe{stderr})
 	case "health":
 		return healthCmd(ctx, rest, stdout, stderr)
 	case "doctor":
@@ -80,16 +80,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "version", "--version":
 		fmt.Fprintln(stdout, "agentgate", buildVersion())
 		return nil
+	// What the gateway sent reaches the terminal escaped (termSafe).
 	case "chat":
-		return chat(ctx, rest, stdin, stdout, stderr)
+		return chat(ctx, rest, stdin, termSafe{stdout}, termSafe{stderr})
 	case "approvals":
-		return approvalsCmd(ctx, rest, stdout, stderr)
+		return approvalsCmd(ctx, rest, termSafe{stdout}, termSafe{stderr})
 	case "runs":
-		return runsCmd(ctx, rest, stdout, stderr)
+		return runsCmd(ctx, rest, termSafe{stdout}, termSafe{stderr})
 	case "audit":
-		return auditCmd(ctx, rest, stdout, stderr)
+		return auditCmd(ctx, rest, termSafe{stdout}, termSafe{stderr})
 	case "routines":
-		return routinesCmd(ctx, rest, stdout, stderr)
+		return routinesCmd(ctx, rest, termSafe{stdout}, termSafe{stderr})
 	case "config":
 		return configCmd(ctx, rest, stdout, stderr)
 	case "bench":
