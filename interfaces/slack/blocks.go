@@ -65,11 +65,39 @@ func argsText(args string) string {
 	if args == "" {
 		args = "{}"
 	}
-	args = escapeMrkdwn(strings.ReplaceAll(args, "```", "` ` `"))
+	args = escapeMrkdwn(apartBackticks(args))
 	if textLen(args) > maxArgsText {
 		args = args[:chat.Prefix(args, maxArgsText-1, chat.UTF16)] + "…"
 	}
 	return "```" + args + "```"
+}
+
+// zeroWidthSpace parts characters Slack would read together (a run of
+// backticks, a mention's "<!"), without showing.
+const zeroWidthSpace = "\u200b"
+
+// apartBackticks puts a zero-width space between backticks next to each
+// other, and between the arguments and a code fence they touch, so no run of
+// backticks in them closes the card's code block: the rest would show as
+// formatted text ("*Approved by* alice"). The arguments read as before.
+func apartBackticks(args string) string {
+	if !strings.Contains(args, "`") {
+		return args
+	}
+	var b strings.Builder
+	b.Grow(len(args) + len(zeroWidthSpace)*strings.Count(args, "`"))
+	prev := byte('`') // the opening fence
+	for i := range len(args) {
+		if args[i] == '`' && prev == '`' {
+			b.WriteString(zeroWidthSpace)
+		}
+		b.WriteByte(args[i])
+		prev = args[i]
+	}
+	if prev == '`' { // the closing fence
+		b.WriteString(zeroWidthSpace)
+	}
+	return b.String()
 }
 
 func approvalContext(c chat.ApprovalCard, loc *time.Location) string {

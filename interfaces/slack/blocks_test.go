@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -188,5 +190,49 @@ func TestCardShowsPrincipals(t *testing.T) {
 	card.RequestedBy = "key:ci-key"
 	if raw, _ := json.Marshal(ApprovalBlocks(card, nil)); !strings.Contains(string(raw), "(requested by key:ci-key)") {
 		t.Errorf("card of a key's run: %s, want the key as text", raw)
+	}
+}
+
+// Arguments cannot end the card's code block early: whatever backticks they
+// hold, the block ends at its own closing fence, and the arguments read as
+// they were sent.
+func TestApprovalArgumentsStayInCodeBlock(t *testing.T) {
+	t.Parallel()
+	const rest = "\n*✅ Approved by* alice"
+	tests := []struct{ name, args string }{
+		{"3 backticks", "{\"cmd\": \"```" + rest + "\"}"},
+		{"4 backticks", "{\"cmd\": \"````" + rest + "\"}"},
+		{"5 backticks", "{\"cmd\": \"`````" + rest + "\"}"},
+		{"6 backticks", "{\"cmd\": \"``````" + rest + "\"}"},
+		{"7 backticks", "{\"cmd\": \"```````" + rest + "\"}"},
+		{"at the opening fence", "```" + rest},
+		{"at the closing fence", "echo" + rest + "```"},
+		{"one at the closing fence", "echo" + rest + "`"},
+		{"only backticks", "`````"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			card := chat.ApprovalCard{ApprovalID: "apr_0123456789abcdef", Agent: "ops", Tool: "shell", Arguments: tt.args, Status: "pending"}
+			text := ApprovalBlocks(card, nil)[1].(*slackapi.SectionBlock).Text.Text
+			// Runs of two or more backticks: only the fences.
+			var runs []string
+			for i := 0; i < len(text); {
+				n := 0
+				for i+n < len(text) && text[i+n] == '`' {
+					n++
+				}
+				if n > 1 {
+					runs = append(runs, fmt.Sprintf("%d backticks at %d", n, i))
+				}
+				i += max(n, 1)
+			}
+			if want := []string{"3 backticks at 0", fmt.Sprintf("3 backticks at %d", len(text)-3)}; !slices.Equal(runs, want) {
+				t.Errorf("arguments section %q has %v, want only the fences %v", text, runs, want)
+			}
+			if shown := strings.ReplaceAll(text[3:len(text)-3], zeroWidthSpace, ""); shown != escapeMrkdwn(tt.args) {
+				t.Errorf("arguments show as %q, want %q", shown, escapeMrkdwn(tt.args))
+			}
+		})
 	}
 }

@@ -3,11 +3,13 @@ package slack
 import (
 	"regexp"
 	"strings"
+	"unicode"
 )
 
 // Mrkdwn converts the Markdown a model writes into Slack's mrkdwn:
 // **bold** and __bold__ → *bold*, *italic* → _italic_, ~~strike~~ → ~strike~,
-// [text](url) → <url|text>, headings → bold lines, - / * / + bullets → •,
+// [text](url) → <url|text> for http(s) and mailto URLs, other links as
+// "text (url)", headings → bold lines, - / * / + bullets → •,
 // > quotes kept, fenced code blocks → ``` blocks (language tag dropped).
 // Text inside code is not reformatted. &, < and > are escaped as HTML
 // entities everywhere — inside code too, because Slack decodes entities in
@@ -140,11 +142,34 @@ func mrkdwnText(s string) string {
 		}
 		b.WriteString(emphasis(escapeMrkdwn(s[:loc[0]])))
 		text, u := s[loc[2]:loc[3]], strings.Trim(s[loc[4]:loc[5]], "<>")
+		if !linkTarget(u) {
+			// <!channel|x>, <@U123|x>, <#C123|x> would be mentions: show
+			// the link as the text it is.
+			b.WriteString(emphasis(escapeMrkdwn(text)) + " (" + escapeMrkdwn(u) + ")")
+			s = s[loc[1]:]
+			continue
+		}
 		// Inside <url|text>, "|" and ">" end the link; drop them from the label.
 		label := strings.NewReplacer("|", "", ">", "").Replace(text)
-		b.WriteString("<" + escapeMrkdwn(strings.ReplaceAll(u, "|", "%7C")) + "|" + emphasis(escapeMrkdwn(label)) + ">")
+		b.WriteString("<" + escapeMrkdwn(u) + "|" + emphasis(escapeMrkdwn(label)) + ">")
 		s = s[loc[1]:]
 	}
+}
+
+// linkTarget reports whether a Markdown link to u may become a Slack link
+// <u|label>: an http, https or mailto URL (any case) with nothing in it that
+// ends or nests Slack's <…> syntax. Anything else — !channel, @U123,
+// #C123, !subteam^S123 — would turn into a mention or a command.
+func linkTarget(u string) bool {
+	if strings.ContainsAny(u, "|<>") || strings.ContainsFunc(u, unicode.IsControl) {
+		return false
+	}
+	for _, scheme := range []string{"http://", "https://", "mailto:"} {
+		if len(u) >= len(scheme) && strings.EqualFold(u[:len(scheme)], scheme) {
+			return true
+		}
+	}
+	return false
 }
 
 var (

@@ -1,6 +1,10 @@
 package slack
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 func TestMrkdwn(t *testing.T) {
 	t.Parallel()
@@ -26,6 +30,17 @@ func TestMrkdwn(t *testing.T) {
 		{"rule", "---", "──────────"},
 		{"escape", "a < b && c > d", "a &lt; b &amp;&amp; c &gt; d"},
 		{"no mention injection", "<!channel> <@U123>", "&lt;!channel&gt; &lt;@U123&gt;"},
+		{"no mention injection: channel link", "[x](!channel)", "x (!channel)"},
+		{"no mention injection: here link", "[**all**](<!here>)", "*all* (!here)"},
+		{"no mention injection: group link", "[x](!subteam^S0123ABC)", "x (!subteam^S0123ABC)"},
+		{"no mention injection: user link", "[x](@U0BOSS1)", "x (@U0BOSS1)"},
+		{"no mention injection: channel id link", "[x](#C0GENERAL)", "x (#C0GENERAL)"},
+		{"no mention injection: date link", "[x](!date^1700000000^{date}|soon)", "x (!date^1700000000^{date}|soon)"},
+		{"link of another scheme as text", "[run](javascript:alert(1))", "run (javascript:alert(1))"},
+		{"link with angle brackets as text", "[x](<https://a.example/<@U1>>)", "x (https://a.example/&lt;@U1)"},
+		{"link with pipe as text", "[x](https://a.example/|y)", "x (https://a.example/|y)"},
+		{"link with control character as text", "[x](https://a.example/\x1b)", "x (https://a.example/\x1b)"},
+		{"link scheme any case", "[mail](MAILTO:ops@example.com) [web](HTTPS://example.com)", "<MAILTO:ops@example.com|mail> <HTTPS://example.com|web>"},
 		{"inline code untouched", "run `**not bold** <x>` now", "run `**not bold** &lt;x&gt;` now"},
 		{"double backtick code", "``a ` b``", "`a ` b`"},
 		{"unclosed backtick", "a ` b **c**", "a ` b *c*"},
@@ -40,18 +55,48 @@ func TestMrkdwn(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := Mrkdwn(tt.in); got != tt.want {
+			got := Mrkdwn(tt.in)
+			if got != tt.want {
 				t.Errorf("Mrkdwn(%q)\n got %q\nwant %q", tt.in, got, tt.want)
+			}
+			if err := checkSlackTokens(got); err != nil {
+				t.Errorf("Mrkdwn(%q) = %q: %v", tt.in, got, err)
 			}
 		})
 	}
 }
 
+// checkSlackTokens returns an error when mrkdwn holds a Slack token other
+// than a link: every "<" must open <http://…|, <https://…| or <mailto:…|,
+// never a mention (<!channel>, <@U123>, <#C123>, <!subteam^…>).
+func checkSlackTokens(mrkdwn string) error {
+	for i := strings.IndexByte(mrkdwn, '<'); i >= 0; i = next(mrkdwn, i) {
+		token := strings.ToLower(mrkdwn[i:])
+		if !strings.HasPrefix(token, "<http://") && !strings.HasPrefix(token, "<https://") && !strings.HasPrefix(token, "<mailto:") {
+			return fmt.Errorf("Slack token at %d is not a link: %.20q", i, mrkdwn[i:])
+		}
+	}
+	return nil
+}
+
+// next is the index of the "<" after the one at i in s, or -1.
+func next(s string, i int) int {
+	j := strings.IndexByte(s[i+1:], '<')
+	if j < 0 {
+		return -1
+	}
+	return i + 1 + j
+}
+
 func FuzzMrkdwn(f *testing.F) {
-	for _, s := range []string{"**a** *b* ~~c~~ [d](http://e) `f`", "```go\nx\n```", "# h\n- a\n> q", "<&>"} {
+	for _, s := range []string{"**a** *b* ~~c~~ [d](http://e) `f`", "```go\nx\n```", "# h\n- a\n> q", "<&>",
+		"[x](!channel) [y](@U0BOSS1) [z](<#C1>)", "[✅ Approve](https://evil.example) [x](!subteam^S0123ABC)"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, md string) {
-		_ = Mrkdwn(md) // must not panic
+		// Whatever the model writes, it makes links at most, never a mention.
+		if out := Mrkdwn(md); checkSlackTokens(out) != nil {
+			t.Fatalf("Mrkdwn(%q) = %q: %v", md, out, checkSlackTokens(out))
+		}
 	})
 }

@@ -143,10 +143,10 @@ func (c *Notifier) startStream(ctx context.Context, run core.Run, b core.Binding
 	if _, refused := c.streamRefused.Load(b.Channel); refused || b.Thread == "" {
 		return nil, nil
 	}
-	first := text[:chat.Prefix(text, maxStreamText, chat.UTF16)]
+	first, markdown := streamPiece(text)
 	ts, err := c.Client.StartStream(ctx, StreamTarget{
 		Channel: b.Channel, ThreadTS: b.Thread, RecipientUserID: run.UserID, RecipientTeamID: b.Workspace,
-	}, first)
+	}, markdown)
 	var apiErr *APIError
 	if errors.As(err, &apiErr) {
 		c.Logger.Info("slack refused to stream; posting and editing instead", "channel", b.Channel, "err", err)
@@ -169,8 +169,8 @@ func (m *liveMsg) Show(ctx context.Context, text string) error {
 	if rest == "" {
 		return nil
 	}
-	piece := rest[:chat.Prefix(rest, maxStreamText, chat.UTF16)]
-	if err := m.c.Client.AppendStream(ctx, m.b.Channel, m.ref.ts, piece); err != nil {
+	piece, markdown := streamPiece(rest)
+	if err := m.c.Client.AppendStream(ctx, m.b.Channel, m.ref.ts, markdown); err != nil {
 		return err
 	}
 	m.sent += len(piece)
@@ -186,14 +186,54 @@ func (m *liveMsg) End(ctx context.Context, text, note string) error {
 		return m.c.Client.Update(ctx, m.b.Channel, m.ref.ts, body, blocks)
 	}
 	rest := full[m.sent:]
-	for textLen(rest) > maxStreamText {
-		piece := rest[:chat.Prefix(rest, maxStreamText, chat.UTF16)]
-		if err := m.c.Client.AppendStream(ctx, m.b.Channel, m.ref.ts, piece); err != nil {
+	for {
+		piece, markdown := streamPiece(rest)
+		if len(piece) == len(rest) {
+			return m.c.Client.StopStream(ctx, m.b.Channel, m.ref.ts, markdown, nil)
+		}
+		if err := m.c.Client.AppendStream(ctx, m.b.Channel, m.ref.ts, markdown); err != nil {
 			return err
 		}
 		rest = rest[len(piece):]
 	}
-	return m.c.Client.StopStream(ctx, m.b.Channel, m.ref.ts, rest, nil)
+}
+
+// streamPiece is the longest start of the Markdown md that fits one
+// chat.startStream, chat.appendStream or chat.stopStream call, and the text
+// to send for it: with its mentions made inert.
+func streamPiece(md string) (piece, markdown string) {
+	limit := maxStreamText
+	for {
+		piece = md[:chat.Prefix(md, limit, chat.UTF16)]
+		markdown = inertMentions(piece)
+		over := textLen(markdown) - maxStreamText
+		if over <= 0 || len(piece) == 0 {
+			return piece, markdown
+		}
+		limit = textLen(piece) - over
+	}
+}
+
+// inertMentions puts a zero-width space after each "<" of streamed Markdown
+// that opens a mention — <!channel>, <!here>, <!subteam^…>, <@U123>,
+// <#C123> — or ends the piece (the next piece may go on with "!channel>").
+// Slack does not document whether markdown_text parses its mention syntax,
+// and the model's text (a user can ask for one) must not ping anyone; the
+// space does not show, where "&lt;" might show as is in Markdown. The
+// answer's final message is rendered by Mrkdwn, escaped.
+func inertMentions(md string) string {
+	if !strings.Contains(md, "<") {
+		return md
+	}
+	var b strings.Builder
+	b.Grow(len(md) + len(zeroWidthSpace)*strings.Count(md, "<"))
+	for i := range len(md) {
+		b.WriteByte(md[i])
+		if md[i] == '<' && (i+1 == len(md) || strings.IndexByte("!@#", md[i+1]) >= 0) {
+			b.WriteString(zeroWidthSpace)
+		}
+	}
+	return b.String()
 }
 
 // firstMessage renders Markdown as the first Slack message of an answer:

@@ -349,6 +349,69 @@ func TestLiveReplyQuickAnswerIsPostedWhole(t *testing.T) {
 	}
 }
 
+// TestLiveReplyStreamsNoMention: mentions the model writes (a user can
+// ask for one) reach Slack inert in every streamed call, also when one is
+// cut between two calls, and the text still reads the same.
+func TestLiveReplyStreamsNoMention(t *testing.T) {
+	t.Parallel()
+	b := newLiveBench(t)
+	r := b.replier()
+	run := b.run()
+	written := []string{"Ping <", "!channel> and <@U0BOSS1> in <#C0GENERAL|general>, <!subteam^S0123ABC>; a < b.", " cc <!here>"}
+
+	l := b.show(r, run, written[0])
+	l.Delta(written[1])
+	b.tick(l)
+	l.Delta(written[2]) // sent as the stream ends
+	l.Close(core.ProgressPaused)
+
+	calls := b.fake.Calls("chat.startStream", "chat.appendStream", "chat.stopStream")
+	if len(calls) != 3 {
+		t.Fatalf("streaming calls = %+v, want start, append and stop", calls)
+	}
+	for _, c := range calls {
+		if md := c.Args["markdown_text"]; strings.Contains(md, "<!") || strings.Contains(md, "<@") || strings.Contains(md, "<#") {
+			t.Errorf("%s markdown_text = %q, holds a mention", c.Method, md)
+		}
+	}
+	msgs := b.thread()
+	if len(msgs) != 1 {
+		t.Fatalf("thread = %+v, want the streamed message", msgs)
+	}
+	text := msgs[0].Text
+	for _, mention := range []string{"<!", "<@", "<#"} {
+		if strings.Contains(text, mention) {
+			t.Errorf("streamed message %q holds %s", text, mention)
+		}
+	}
+	if want := strings.Join(written, "") + "\n\n" + chat.NotePaused; strings.ReplaceAll(text, zeroWidthSpace, "") != want {
+		t.Errorf("streamed message reads %q, want %q", strings.ReplaceAll(text, zeroWidthSpace, ""), want)
+	}
+}
+
+// A stream of mentions is sent in calls within Slack's limit once they are
+// made inert, and none of the text is lost.
+func TestStreamPieceFitsOneCall(t *testing.T) {
+	t.Parallel()
+	for _, md := range []string{strings.Repeat("<!", maxStreamText), strings.Repeat("é<@U1>", maxStreamText/3), strings.Repeat("<", maxStreamText+1), "a <"} {
+		var got strings.Builder
+		for rest := md; rest != ""; {
+			piece, markdown := streamPiece(rest)
+			if n := textLen(markdown); n > maxStreamText || piece == "" {
+				t.Fatalf("piece of %d bytes sends %d characters, want 1 to %d", len(piece), n, maxStreamText)
+			}
+			if strings.Contains(markdown, "<!") || strings.Contains(markdown, "<@") || strings.HasSuffix(markdown, "<") {
+				t.Fatalf("piece %.40q… is not inert", markdown)
+			}
+			got.WriteString(markdown)
+			rest = rest[len(piece):]
+		}
+		if strings.ReplaceAll(got.String(), zeroWidthSpace, "") != md {
+			t.Errorf("pieces of %.20q… do not add up to it", md)
+		}
+	}
+}
+
 // TestLiveReplyCancelled: a run cancelled while it shows ends with a note.
 func TestLiveReplyCancelled(t *testing.T) {
 	t.Parallel()
