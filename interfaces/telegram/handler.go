@@ -135,6 +135,11 @@ func (h *Handler) process(ctx context.Context, key string, e inboxEntry) error {
 		if err := h.callback(ctx, key, req); err != nil {
 			return err
 		}
+	case req.Kind == KindAnonymous:
+		h.log.Info("telegram message on behalf of a chat refused", "chat", req.Chat, "update", key)
+		if err := h.tell(ctx, "telegram:"+key+":anonymous", req.Chat, req.Thread, Escape(anonymousNote)); err != nil {
+			return err
+		}
 	case req.Kind == KindReason && req.Action != nil:
 		prompt, err := h.isPrompt(ctx, req)
 		if err != nil {

@@ -36,7 +36,37 @@ const (
 	// Otherwise it is Message (nil when empty), an ordinary message to the
 	// bot.
 	KindReason
+	// KindAnonymous: a message or command for the bot that no person sent
+	// as themselves (an anonymous admin, a member posting as a channel, a
+	// channel post in its discussion group). Its sender is a placeholder
+	// everyone posting that way shares, which a person's click never
+	// matches (exclude_requester): it starts nothing, and the bot says so
+	// in Chat (and Thread).
+	KindAnonymous
 )
+
+// Telegram's placeholder accounts: the from of a message posted on behalf
+// of a chat, shared by everyone who posts that way.
+const (
+	telegramServiceID   = 777000     // "Telegram": a channel post forwarded to its linked discussion group
+	channelBotID        = 136817688  // @Channel_Bot: a member posting as a channel
+	groupAnonymousBotID = 1087968824 // @GroupAnonymousBot: an anonymous group admin
+)
+
+// anonymousNote answers a KindAnonymous.
+const anonymousNote = "I take requests only from people posting as themselves, not anonymously or as a channel: " +
+	"post as yourself to ask me or to use a command."
+
+// anonymous reports whether m is posted on behalf of a chat rather than
+// by a person as themselves: from a placeholder account, or with a
+// sender_chat.
+func anonymous(m *models.Message) bool {
+	switch m.From.ID {
+	case telegramServiceID, channelBotID, groupAnonymousBotID:
+		return true
+	}
+	return m.SenderChat != nil
+}
 
 // Request is an update, parsed: what the bot should do with it.
 type Request struct {
@@ -48,7 +78,10 @@ type Request struct {
 	Action  *chat.Action
 	// CallbackID answers the callback query (KindCallback).
 	CallbackID string
-	// Thread is the forum topic of a command, where its answer goes.
+	// Chat is the chat of a KindAnonymous, where its note goes.
+	Chat string
+	// Thread is the forum topic of a command or a KindAnonymous, where its
+	// answer goes.
 	Thread string
 	// ReplyTo is the id of the bot's message a KindReason replies to.
 	ReplyTo string
@@ -95,6 +128,11 @@ func (p Parser) message(req *Request, m *models.Message) {
 	if forOther {
 		return // "/help@OtherBot": for that bot, in any chat
 	}
+	nobody := anonymous(m)
+	if ok && nobody {
+		req.Kind, req.Chat, req.Thread = KindAnonymous, channel, thread
+		return
+	}
 	if ok {
 		req.Kind = KindCommand
 		req.Command = &chat.Command{Platform: chat.PlatformTelegram, Channel: channel, UserID: user,
@@ -105,6 +143,12 @@ func (p Parser) message(req *Request, m *models.Message) {
 	text, mentioned := p.stripMention(m)
 	replied := m.ReplyToMessage != nil && m.ReplyToMessage.From != nil && m.ReplyToMessage.From.ID == p.BotID
 	if !private && p.GroupMode != GroupAll && !mentioned && !replied {
+		return
+	}
+	if nobody {
+		if strings.TrimSpace(text) != "" || len(files) > 0 {
+			req.Kind, req.Chat, req.Thread = KindAnonymous, channel, thread
+		}
 		return
 	}
 	if strings.TrimSpace(text) != "" || len(files) > 0 {
