@@ -2,11 +2,14 @@ package routine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -330,6 +333,29 @@ func (s *Scheduler) plan(r core.Routine, sched Schedule, now time.Time) core.Rou
 // answers of the runs before it (the agent's history_runs).
 func SessionID(r core.Routine) string { return r.AgentID + ":routine:" + r.ID }
 
+// chatSessionID is the routine's session for chat conversation b:
+// {agent}:routine:{routine}:{platform}:{channel}, and :{thread} in a thread
+// (a forum topic, a Slack thread). A session keeps the binding it was
+// created with, and the result of a run goes to its session's binding: a
+// thread is a conversation of its own, like the agent's chat sessions, so
+// each thread's runs answer there and see that thread's earlier runs. An
+// id the API could not name (over 128 characters) is a stable hash of it.
+func chatSessionID(r core.Routine, b core.Binding) string {
+	sid := SessionID(r) + ":" + b.Platform + ":" + b.Channel
+	if b.Thread != "" {
+		sid += ":" + b.Thread
+	}
+	if sessionIDPattern.MatchString(sid) {
+		return sid
+	}
+	sum := sha256.Sum256([]byte(sid))
+	return "routine_" + hex.EncodeToString(sum[:16])
+}
+
+// sessionIDPattern is what a session id the API takes looks like
+// (interfaces/api).
+var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+
 // newRun builds the run of one fire. userID "" = the routine itself.
 func newRun(r core.Routine, input, userID string, now time.Time) core.NewRun {
 	return newRunIn(r, input, userID, core.Binding{}, now)
@@ -344,7 +370,7 @@ func newRunIn(r core.Routine, input, userID string, b core.Binding, now time.Tim
 	}
 	sid := SessionID(r)
 	if b.Platform != "" {
-		sid += ":" + b.Platform + ":" + b.Channel
+		sid = chatSessionID(r, b)
 	}
 	ev := core.NewEvent(core.EventUserMessage, core.UserMessage{Text: input, UserID: userID})
 	ev.CreatedAt = now

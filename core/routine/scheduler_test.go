@@ -654,6 +654,43 @@ func TestTriggerInDedupes(t *testing.T) {
 	}
 }
 
+// A routine run from two threads of one channel (Slack threads, Telegram
+// forum topics) posts each result in the thread it was asked from, where
+// its approvals are asked too: each thread is a conversation of its own,
+// and asking again in a thread continues that thread's.
+func TestResultDeliveredToItsOwnThread(t *testing.T) {
+	e := newEnv(t, utc("2026-01-09 10:30:00"))
+	e.sync(def("r", "@hourly"))
+	inA := core.Binding{Platform: "slack", Workspace: "T1", Channel: "C0ASKED", Thread: "1767954600.000100"}
+	inB := inA
+	inB.Thread = "1767954600.000200"
+	var sessions []string
+	for i, b := range []core.Binding{inA, inB, inA} {
+		run, err := e.s.TriggerIn(t.Context(), core.ManualFire{RoutineID: "r", UserID: "U1", Binding: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.s.HandleResult(t.Context(), e.finish(run, core.RunCompleted)); err != nil {
+			t.Fatal(err)
+		}
+		got := e.slack.posts()
+		if len(got) != i+1 || got[i].b != b || !strings.HasSuffix(got[i].text, "out of "+run.ID) {
+			t.Fatalf("trigger %d in thread %s: chat posts = %+v, want its result last, in its thread", i, b.Thread, got)
+		}
+		sess, err := e.db.GetSession(t.Context(), run.SessionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sess.Binding != b {
+			t.Errorf("trigger %d: session %s is bound to %+v, want %+v", i, sess.ID, sess.Binding, b)
+		}
+		sessions = append(sessions, run.SessionID)
+	}
+	if sessions[0] == sessions[1] || sessions[2] != sessions[0] {
+		t.Errorf("sessions = %q, want one per thread", sessions)
+	}
+}
+
 type chatPost struct {
 	b         core.Binding
 	key, text string
