@@ -57,6 +57,10 @@ type AgentTool struct {
 	// accepts any JSON object. Its error message is shown to the model.
 	Validate func(args json.RawMessage) error
 	Approval ApprovalRule
+	// Origin names where the tool comes from ("mcp:<server>" for an MCP
+	// server's; "" for the agent's own): an approval is for the tool of
+	// that origin only, should another take its name before the call runs.
+	Origin string
 }
 
 // tools returns the agent's tools and those of its tool sets.

@@ -1077,14 +1077,22 @@ func (r *runner) toolStep(ctx context.Context, call ToolCall) (bool, error) {
 		}
 	}
 	args := call.Arguments
-	if tool.Approval.Required {
-		req, asked := s.requested[call.ID]
-		if !asked {
-			canon, err := schema.Canonical(call.Arguments)
-			if err != nil {
-				return result("error: " + err.Error() + ". Send the arguments as one JSON object.")
-			}
-			return true, r.requestApproval(ctx, call, tool, canon)
+	req, asked := s.requested[call.ID]
+	if !asked && tool.Approval.Required {
+		canon, err := schema.Canonical(call.Arguments)
+		if err != nil {
+			return result("error: " + err.Error() + ". Send the arguments as one JSON object.")
+		}
+		return true, r.requestApproval(ctx, call, tool, canon)
+	}
+	if asked {
+		// A call asked about follows its decision whatever the tool's rule
+		// says now (the config, or an MCP server's listing, may have
+		// changed meanwhile): denied or expired, it never runs; approved,
+		// it runs with the approved arguments, on the tool approved.
+		if req.Origin != "" && req.Origin != toolOrigin(tool) {
+			return result(fmt.Sprintf("The approved tool %s came from %s; that name is now %s's. The tool did not run.",
+				call.Name, req.Origin, toolOrigin(tool)))
 		}
 		d, decided := s.decided[req.ApprovalID]
 		if !decided {
@@ -1113,6 +1121,9 @@ func (r *runner) toolStep(ctx context.Context, call ToolCall) (bool, error) {
 	}
 	return false, r.execute(ctx, call, tool, args)
 }
+
+// toolOrigin is tool's Origin as approvals record it.
+func toolOrigin(tool *AgentTool) string { return cmp.Or(tool.Origin, "agent") }
 
 func findTool(tools []AgentTool, name string) *AgentTool {
 	for i := range tools {
@@ -1206,6 +1217,7 @@ func (r *runner) requestApproval(ctx context.Context, call ToolCall, tool *Agent
 	}
 	req := NewEvent(EventApprovalRequested, ApprovalRequested{
 		ApprovalID: a.ID, ToolCallID: call.ID, Tool: call.Name, Arguments: canon, ExpiresAt: a.ExpiresAt,
+		Origin: toolOrigin(tool),
 	})
 	paused := NewEvent(EventStatus, StatusChange{Status: RunPaused})
 	req.CreatedAt, paused.CreatedAt = now, now

@@ -814,3 +814,46 @@ func TestJobsOfARunningRunHoldNoWorker(t *testing.T) {
 		t.Fatalf("the long run's model was called %d times, want once", n)
 	}
 }
+
+// A call asked about follows its decision whatever the tool's rule says
+// when the run resumes: the config (restarted with required: false) or an
+// MCP server's listing (readOnlyHint) may have relaxed it meanwhile. A
+// denied call never runs; an approved one runs once, with the approved
+// arguments, and only on the tool of the origin it was approved for.
+func TestDecisionOutlivesTheRule(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		approve bool
+		origin  string // the tool's origin at resume
+		calls   int
+	}{
+		{"denied, rule relaxed", false, "mcp:ops", 0},
+		{"approved, rule relaxed", true, "mcp:ops", 1},
+		{"approved, the name now another server's", true, "mcp:other", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tool := &recTool{}
+			agent, _ := deployAgent(`{"service":"web","env":"production"}`, tool, core.ApprovalRule{Required: true})
+			agent.Tools[0].Origin = "mcp:ops"
+			h := newHarness(t, map[string]*core.Agent{"ops": agent}, sqlite.Options{})
+			run := h.submit("ops", "", "deploy web to production")
+			h.waitStatus(run.ID, core.RunPaused)
+			a := h.pending(run.ID)[0]
+			agent.Tools[0].Approval, agent.Tools[0].Origin = core.ApprovalRule{}, tc.origin
+			h.restart(sqlite.Options{})
+			if _, err := h.aps.Decide(t.Context(), a.ID, approval.Request{Approve: tc.approve, Principal: keyP("bob"), Reason: "no"}); err != nil {
+				t.Fatal(err)
+			}
+			h.waitStatus(run.ID, core.RunCompleted)
+			calls := tool.Calls()
+			if len(calls) != tc.calls {
+				t.Fatalf("tool called %d times, want %d: %+v", len(calls), tc.calls, calls)
+			}
+			if tc.calls > 0 && string(calls[0].args) != `{"env":"production","service":"web"}` {
+				t.Fatalf("tool called with %s, want the approved arguments", calls[0].args)
+			}
+		})
+	}
+}

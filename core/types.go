@@ -197,6 +197,9 @@ type ApprovalRequested struct {
 	Tool       string          `json:"tool"`
 	Arguments  json.RawMessage `json:"arguments"`
 	ExpiresAt  time.Time       `json:"expires_at"`
+	// Origin is the tool's AgentTool.Origin: "mcp:<server>", or "agent"
+	// for the agent's own tool; "" in journals from before it was kept.
+	Origin string `json:"origin,omitempty"`
 }
 
 // ApprovalDecided is the payload of EventApprovalDecided.

@@ -188,13 +188,14 @@ func buildMCP(name string, s config.MCPServer, log *slog.Logger) (core.ToolSet, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("config: mcp_servers.%s: %w", name, err)
 	}
-	return &mcpTools{srv: srv, cfg: s}, srv, nil
+	return &mcpTools{srv: srv, cfg: s, name: name}, srv, nil
 }
 
 // mcpTools is an MCP server's tools as agent tools.
 type mcpTools struct {
-	srv *mcptool.Server
-	cfg config.MCPServer
+	srv  *mcptool.Server
+	cfg  config.MCPServer
+	name string // in the config's mcp_servers
 }
 
 var _ core.ToolSet = (*mcpTools)(nil)
@@ -212,6 +213,7 @@ func (m *mcpTools) Tools(ctx context.Context) ([]core.AgentTool, error) {
 			Spec:     core.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters},
 			Tool:     m.srv.Tool(t.Name),
 			Approval: approvalRule(m.cfg.ToolApproval(t.Name, t.ReadOnly)),
+			Origin:   "mcp:" + m.name,
 		}
 		if sch, err := schema.Compile(t.Name, t.Parameters); err == nil {
 			at.Validate = sch.Validate
