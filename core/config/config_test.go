@@ -135,6 +135,9 @@ mcp_servers: {fs: {url: "ws://127.0.0.1/mcp"}}`, `mcp_servers.fs.url: must be an
 		{"mcp bad glob", `
 agents: {a: {model: {provider: demo}}}
 mcp_servers: {fs: {command: x, deny: ["delete_["]}}`, `mcp_servers.fs.deny[0]: "delete_[" is not a tool name or glob`},
+		{"mcp tool approval by a bad glob", `
+agents: {a: {model: {provider: demo}}}
+mcp_servers: {fs: {command: x, tools: {"delete_[": {approval: {required: true}}}}}`, `mcp_servers.fs.tools.delete_[: "delete_[" is not a tool name or glob`},
 		{"mcp tool approval without required", `
 agents: {a: {model: {provider: demo}}}
 mcp_servers: {fs: {command: x, tools: {delete_item: {approval: {approvers: [U1]}}}}}`, "mcp_servers.fs.tools.delete_item.approval.required: approval settings are given but required is false"},
@@ -256,6 +259,10 @@ mcp_servers:
   open:
     url: "http://127.0.0.1:8931/mcp"
     approval: {required: false}
+    tools:
+      "delete_*": {approval: {required: true}}
+      "*_repo": {approval: {required: false}}
+      get_repo: {approval: {required: false}}
 `), env(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -270,6 +277,10 @@ mcp_servers:
 		{"an unlisted read-only tool", inv.ToolApproval("list_items", true), false},
 		{"an unlisted tool not marked read-only", inv.ToolApproval("update_item", false), true},
 		{"a server whose default is no approval", open.ToolApproval("drop_table", false), false},
+		// delete_* asks; a glob that does not wins over it; a name wins.
+		{"a tool a glob names", open.ToolApproval("delete_repository", true), true},
+		{"a tool two globs name", open.ToolApproval("delete_repo", false), true},
+		{"a tool named and globbed", open.ToolApproval("get_repo", false), false},
 	} {
 		if tc.got.Required != tc.required {
 			t.Errorf("%s: required = %v, want %v", tc.what, tc.got.Required, tc.required)

@@ -36,7 +36,7 @@ type MCPServer struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// Approval applies to every tool not listed in Tools.
 	Approval *Approval `yaml:"approval"`
-	// Tools sets the approval of single tools, by name.
+	// Tools sets the approval of single tools, by name or glob (delete_*).
 	Tools map[string]MCPTool `yaml:"tools"`
 }
 
@@ -50,6 +50,18 @@ type MCPTool struct {
 func (s MCPServer) ToolApproval(name string, readOnly bool) Approval {
 	if t, ok := s.Tools[name]; ok {
 		return t.Approval
+	}
+	// Globs next: of several that match, one that asks for approval wins.
+	var match *Approval
+	for _, g := range sortedKeys(s.Tools) {
+		if ok, _ := path.Match(g, name); ok && strings.ContainsAny(g, "*?[") {
+			if a := s.Tools[g].Approval; match == nil || a.Required && !match.Required {
+				match = &a
+			}
+		}
+	}
+	if match != nil {
+		return *match
 	}
 	if s.Approval != nil {
 		return *s.Approval
@@ -103,6 +115,9 @@ func (c *Config) validateMCP() []string {
 			validateApproval(add, at+".approval", *s.Approval)
 		}
 		for _, tn := range sortedKeys(s.Tools) {
+			if _, err := path.Match(tn, ""); err != nil || strings.TrimSpace(tn) == "" {
+				add(at+".tools."+tn, "%q is not a tool name or glob (like delete_* or *)", tn)
+			}
 			validateApproval(add, at+".tools."+tn+".approval", s.Tools[tn].Approval)
 		}
 	}
