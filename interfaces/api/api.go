@@ -17,10 +17,10 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/tool/schema"
 )
 
 // Config configures the API handler. Engine, Store and Approvals are required.
@@ -876,7 +876,7 @@ func repeatedKey(data []byte) error {
 		}
 		if n := len(stack); n > 0 && stack[n-1].key {
 			if k, ok := tok.(string); ok {
-				f := foldKey(k)
+				f := schema.FoldKey(k)
 				if stack[n-1].keys[f] {
 					return fmt.Errorf("%w: %q (keys match ignoring case); send each once", errRepeatedKey, k)
 				}
@@ -898,20 +898,6 @@ func repeatedKey(data []byte) error {
 			stack[n-1].key = true
 		}
 	}
-}
-
-// foldKey is k with each rune replaced by the smallest of its case folds,
-// as encoding/json compares keys with field names.
-func foldKey(k string) string {
-	return strings.Map(func(r rune) rune {
-		for {
-			r2 := unicode.SimpleFold(r)
-			if r2 <= r {
-				return r2
-			}
-			r = r2
-		}
-	}, k)
 }
 
 func boolParam(r *http.Request, name string) (bool, error) {

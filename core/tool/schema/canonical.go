@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"unicode"
 )
 
 // ErrDuplicateKey is returned (wrapped) for a JSON object that names the same
@@ -15,6 +17,20 @@ import (
 // shown to an approver with one meaning and executed with another; they are
 // refused instead.
 var ErrDuplicateKey = errors.New("duplicate object key")
+
+// FoldKey is k with each rune replaced by the smallest of its simple case
+// folds: two keys encoding/json would match to one field fold alike.
+func FoldKey(k string) string {
+	return strings.Map(func(r rune) rune {
+		for {
+			r2 := unicode.SimpleFold(r)
+			if r2 <= r {
+				return r2
+			}
+			r = r2
+		}
+	}, k)
+}
 
 // Canonical re-encodes a JSON value canonically: object keys sorted by their
 // UTF-8 bytes, no insignificant whitespace, numbers exactly as written (1.0
@@ -87,6 +103,7 @@ func decodeValue(dec *json.Decoder, ptr string) (any, error) {
 	switch d {
 	case '{':
 		obj := map[string]any{}
+		folded := map[string]string{}
 		for dec.More() {
 			kt, err := dec.Token()
 			if err != nil {
@@ -100,6 +117,12 @@ func decodeValue(dec *json.Decoder, ptr string) (any, error) {
 			if _, dup := obj[k]; dup {
 				return nil, fmt.Errorf("%w %q at %s", ErrDuplicateKey, k, pointerOrRoot(ptr))
 			}
+			if other, dup := folded[FoldKey(k)]; dup {
+				// A Go tool matches keys to fields ignoring case (and
+				// folds ſ to s, K to k): it would read one of them.
+				return nil, fmt.Errorf("%w: %q and %q differ only in case at %s", ErrDuplicateKey, other, k, pointerOrRoot(ptr))
+			}
+			folded[FoldKey(k)] = k
 			v, err := decodeValue(dec, child)
 			if err != nil {
 				return nil, err
