@@ -10,6 +10,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -694,13 +695,16 @@ func TestHTTPMessageLimit(t *testing.T) {
 			return mcp.NewToolResultText(bigText()), nil
 		})
 	handler := server.NewStreamableHTTPServer(mcpSrv)
-	var mu sync.Mutex
-	var types []string // of the responses
+	// The type of each big_text answer, once the server is done with it:
+	// the client stops reading a stream over the limit before that.
+	types := make(chan string, 4)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		handler.ServeHTTP(w, r)
-		mu.Lock()
-		types = append(types, w.Header().Get("Content-Type"))
-		mu.Unlock()
+		if bytes.Contains(body, []byte(`"big_text"`)) {
+			types <- w.Header().Get("Content-Type")
+		}
 	}))
 	t.Cleanup(ts.Close)
 	logs := newLogs()
@@ -722,11 +726,13 @@ func TestHTTPMessageLimit(t *testing.T) {
 			if !errors.As(err, &te) || te.Message != want {
 				t.Errorf("big_text: %v, want ToolError %q", err, want)
 			}
-			mu.Lock()
-			last := types[len(types)-1]
-			mu.Unlock()
-			if last != tt.ctype {
-				t.Errorf("the server answered with %q, want %q", last, tt.ctype)
+			select {
+			case got := <-types:
+				if got != tt.ctype {
+					t.Errorf("the server answered with %q, want %q", got, tt.ctype)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the server never finished its answer to big_text")
 			}
 			if got, err := srv.Tool("echo").Call(t.Context(), json.RawMessage(`{"text":"still here"}`), "k"); err != nil || got != "still here" {
 				t.Errorf("echo after a result too large = %q, %v", got, err)
