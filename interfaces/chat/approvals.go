@@ -1,7 +1,6 @@
 package chat
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -98,16 +97,11 @@ func (a *Approvals) Handlers() map[string]func(context.Context, core.Job) error 
 // Card is the neutral card of approval a of run r. approvers renders the
 // policy's approver ids the platform's way ("" when anyone may decide).
 func Card(a core.Approval, r core.Run, approvers func(ids []string) string) ApprovalCard {
-	args := string(a.Arguments)
-	var buf bytes.Buffer
-	if json.Indent(&buf, a.Arguments, "", "  ") == nil {
-		args = buf.String()
-	}
 	c := ApprovalCard{
 		ApprovalID:  a.ID,
 		Agent:       r.AgentID,
 		Tool:        a.Tool,
-		Arguments:   args,
+		Arguments:   CardArgs(a.Arguments),
 		RequestedBy: a.RequestedBy,
 		ExpiresAt:   a.ExpiresAt,
 		Status:      string(a.Status),

@@ -29,13 +29,18 @@ const (
 	AskReason
 	// Unavailable: approvals are not wired on this gateway.
 	Unavailable
+	// ArgsCut: an Approve on a pending approval whose arguments the
+	// platform's card cannot show in full (its ArgsRoom), which therefore
+	// offers no Approve: an old card or a forged click. Click.Why says where
+	// to approve instead (CutNote); nothing changed.
+	ArgsCut
 )
 
 // Click is the outcome of a click on an approval card.
 type Click struct {
 	Outcome  Outcome
 	Approval core.Approval // as it is now (empty when Missing)
-	Why      string        // Refused: why the policy leaves the clicker out
+	Why      string        // Refused: why the policy leaves the clicker out; ArgsCut: CutNote
 }
 
 // ClickStore reads approvals; core.Store is one.
@@ -47,9 +52,12 @@ type ClickStore interface {
 // on every platform: p (Clicker(act), with what the platform knows of their
 // groups) is checked against the approval's policy by the approvals
 // service, which decides, records and audits. With askReason, a Deny not
-// yet Confirmed comes back as AskReason once the clicker may make it. d nil
+// yet Confirmed comes back as AskReason once the clicker may make it. An
+// Approve of a pending approval whose arguments do not fit room, the
+// platform's card's room (the one its renderer shows them in), is ArgsCut,
+// whoever clicks: nobody approves arguments the card did not show. d nil
 // (approvals not wired) is Unavailable. An error is a failure to retry.
-func Decide(ctx context.Context, st ClickStore, d Decider, act *Action, p approval.Principal, askReason bool) (Click, error) {
+func Decide(ctx context.Context, st ClickStore, d Decider, room ArgsRoom, act *Action, p approval.Principal, askReason bool) (Click, error) {
 	if d == nil || st == nil {
 		return Click{Outcome: Unavailable}, nil
 	}
@@ -61,6 +69,11 @@ func Decide(ctx context.Context, st ClickStore, d Decider, act *Action, p approv
 		return Click{}, err
 	}
 	approve := act.ActionID == ActionApprove
+	if approve && a.Status == core.ApprovalPending {
+		if shown := room.Fit(CardArgs(a.Arguments)); shown.Cut {
+			return Click{Outcome: ArgsCut, Approval: a, Why: CutNote(a.ID, shown)}, nil
+		}
+	}
 	if askReason && !approve && !act.Confirmed {
 		err := d.Authorize(ctx, a, p, false)
 		if why, ok := errors.AsType[*approval.NotAllowedError](err); ok {
@@ -108,6 +121,8 @@ func (c Click) Text(approvers func(ids []string) string, decider func(by string)
 		return "This approval does not exist (any more)."
 	case Unavailable:
 		return "Approvals are not available on this gateway."
+	case ArgsCut:
+		return c.Why
 	}
 	return ""
 }

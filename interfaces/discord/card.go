@@ -35,9 +35,16 @@ func ParseCustomID(s string) (action, id string, ok bool) {
 	return action, id, true
 }
 
+// argsRoom is the room of a card's arguments: 1,200 characters, which
+// leaves the rest of Discord's 2,000 to the card's other lines. A click on
+// Approve is checked against it too (chat.Decide).
+var argsRoom = chat.ArgsRoom{Max: 1200, Len: utf8.RuneCountInString, Mark: "\n…"}
+
 // ApprovalMessage is the message of an approval card: the request with
 // Approve (success style) and Deny (danger style) buttons while pending, the
-// outcome without buttons once decided.
+// outcome without buttons once decided. Arguments over argsRoom are cut,
+// and the pending card then says where to approve them (chat.CutNote) and
+// offers only Deny.
 func ApprovalMessage(c chat.ApprovalCard) Message {
 	var b strings.Builder
 	if c.Pending() {
@@ -45,11 +52,8 @@ func ApprovalMessage(c chat.ApprovalCard) Message {
 	} else {
 		fmt.Fprintf(&b, "%s: agent **%s** wanted to run %s", outcome(c), inline(c.Agent), code(c.Tool))
 	}
-	args := c.Arguments
-	if n := utf8.RuneCountInString(args); n > 1200 {
-		args = string([]rune(args)[:1200]) + "\n…"
-	}
-	args = strings.ReplaceAll(args, "```", "`\u200b``")
+	shown := argsRoom.Fit(c.Arguments)
+	args := strings.ReplaceAll(shown.Text, "```", "`\u200b``")
 	fmt.Fprintf(&b, "\n```json\n%s\n```", args)
 	if !c.Pending() {
 		if c.Reason != "" {
@@ -66,12 +70,14 @@ func ApprovalMessage(c chat.ApprovalCard) Message {
 	if !c.ExpiresAt.IsZero() {
 		fmt.Fprintf(&b, "\nExpires <t:%d:R>", c.ExpiresAt.Unix())
 	}
-	return Message{Content: b.String(), Components: []discordgo.MessageComponent{discordgo.ActionsRow{
-		Components: []discordgo.MessageComponent{
-			discordgo.Button{Label: "Approve", Style: discordgo.SuccessButton, CustomID: CustomID(chat.ActionApprove, c.ApprovalID)},
-			discordgo.Button{Label: "Deny", Style: discordgo.DangerButton, CustomID: CustomID(chat.ActionDeny, c.ApprovalID)},
-		},
-	}}}
+	var buttons []discordgo.MessageComponent
+	if shown.Cut {
+		fmt.Fprintf(&b, "\n%s", escape(chat.CutNote(c.ApprovalID, shown)))
+	} else {
+		buttons = append(buttons, discordgo.Button{Label: "Approve", Style: discordgo.SuccessButton, CustomID: CustomID(chat.ActionApprove, c.ApprovalID)})
+	}
+	buttons = append(buttons, discordgo.Button{Label: "Deny", Style: discordgo.DangerButton, CustomID: CustomID(chat.ActionDeny, c.ApprovalID)})
+	return Message{Content: b.String(), Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: buttons}}}
 }
 
 func outcome(c chat.ApprovalCard) string {

@@ -66,6 +66,40 @@ func TestPayloadGolden(t *testing.T) {
 	golden(t, "commands", discord.Commands())
 }
 
+// workflowArgs are GitHub MCP create_or_update_file arguments as a card
+// shows them (indented, keys sorted): the content is longer than a card
+// shows, and would push owner, path and repo out of view.
+var workflowArgs = "{\n  \"branch\": \"main\",\n  \"content\": \"" + strings.Repeat(`on: push\n`, 500) +
+	"\",\n  \"message\": \"ci: add workflow\",\n  \"owner\": \"victim\",\n  \"path\": \".github/workflows/x.yml\",\n  \"repo\": \"infra\"\n}"
+
+// TestPayloadArgsCutGolden pins the pending card of arguments over what a
+// card shows: what fits, the note saying where they show in full, and Deny
+// alone, so nobody approves fields it cut off. Decided, it shows the
+// outcome without the note.
+func TestPayloadArgsCutGolden(t *testing.T) {
+	t.Parallel()
+	card := chat.ApprovalCard{ApprovalID: "apr_0123456789abcdef", Agent: "ops", Tool: "create_or_update_file", Arguments: workflowArgs,
+		Approvers: discord.Approvers([]string{"500000000000000001"}), RequestedBy: "500000000000000002",
+		ExpiresAt: time.Date(2026, 12, 2, 16, 15, 0, 0, time.UTC), Status: "pending"}
+	m := discord.ApprovalMessage(card)
+	golden(t, "approval_pending_args_cut", discordgo.MessageSend{Content: m.Content, Components: m.Components})
+	const note = "Arguments cut: 1,198 of 5,149 characters shown. Approve only where they show in full: agentgate approvals list, or GET /api/v1/approvals/apr\\_0123456789abcdef."
+	if !strings.Contains(m.Content, note) || strings.Contains(m.Content, "victim") {
+		t.Errorf("card = %q, want the note %q and not the arguments it cut", m.Content, note)
+	}
+	raw, _ := json.Marshal(m.Components)
+	if strings.Contains(string(raw), "agentgate:approve:") || !strings.Contains(string(raw), "agentgate:deny:apr_0123456789abcdef") {
+		t.Errorf("buttons = %s, want Deny alone", raw)
+	}
+	if n := len([]rune(m.Content)); n > 2000 {
+		t.Errorf("card is %d characters, over Discord's 2,000", n)
+	}
+	card.Status, card.DecidedBy = "denied", "500000000000000001"
+	if m := discord.ApprovalMessage(card); strings.Contains(m.Content, "Arguments cut") || len(m.Components) != 0 {
+		t.Errorf("decided card = %+v, want the outcome without note or buttons", m)
+	}
+}
+
 // TestCardEscapesHostileText pins the card of a request whose free-form
 // fields (tool name, agent, decider's name, reason) carry Markdown: it must
 // show as text on the card's lines, not as a second line, bold or a link

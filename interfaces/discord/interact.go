@@ -200,7 +200,7 @@ func (h *Handler) click(ctx context.Context, i *discordgo.Interaction, customID,
 	act := &chat.Action{Platform: chat.PlatformDiscord, Workspace: i.GuildID, Channel: i.ChannelID,
 		MessageRef: messageID(i), UserID: user, Groups: roles, ActionID: action, ApprovalID: id,
 		Confirmed: confirmed, Reason: reason}
-	c, err := chat.Decide(ctx, ic.Store, ic.Approvals, act, chat.Clicker(act), true)
+	c, err := chat.Decide(ctx, ic.Store, ic.Approvals, argsRoom, act, chat.Clicker(act), true)
 	if err != nil {
 		return nil, err
 	}

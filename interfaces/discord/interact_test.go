@@ -117,6 +117,12 @@ func newEnv(t *testing.T) *env {
 // records it for a run started in Discord.
 func (e *env) pause(t *testing.T, policy core.ApprovalPolicy) core.Approval {
 	t.Helper()
+	return e.pauseArgs(t, policy, `{"service":"web","env":"production"}`)
+}
+
+// pauseArgs is pause, for a call with args.
+func (e *env) pauseArgs(t *testing.T, policy core.ApprovalPolicy, args string) core.Approval {
+	t.Helper()
 	ctx := t.Context()
 	now := time.Now().UTC()
 	run, err := e.db.CreateRun(ctx, core.NewRun{
@@ -131,7 +137,7 @@ func (e *env) pause(t *testing.T, policy core.ApprovalPolicy) core.Approval {
 		t.Fatal(err)
 	}
 	a := core.Approval{ID: core.NewID("apr"), RunID: run.ID, ToolCallID: "call_1", Tool: "deploy",
-		Arguments: json.RawMessage(`{"service":"web","env":"production"}`), Policy: policy, RequestedBy: principal(bob),
+		Arguments: json.RawMessage(args), Policy: policy, RequestedBy: principal(bob),
 		CreatedAt: now, ExpiresAt: now.Add(15 * time.Minute)}
 	if _, err := e.db.PauseRun(ctx, run.ID, "w", a, nil); err != nil {
 		t.Fatal(err)
@@ -331,6 +337,57 @@ func TestApprovalButtons(t *testing.T) {
 	data, _ = got["data"].(map[string]any)
 	if !strings.Contains(fmt.Sprint(data["content"]), "already denied by <@"+carol+">") {
 		t.Errorf("late click answered %v", got)
+	}
+}
+
+// workflowCall is a GitHub MCP create_or_update_file call whose content is
+// longer than a card shows: sorted after it, owner, path and repo would be
+// cut off the card.
+var workflowCall = `{"branch":"main","content":"` + strings.Repeat(`on: push\n`, 500) +
+	`","message":"ci: add workflow","owner":"victim","path":".github/workflows/x.yml","repo":"infra"}`
+
+// A card that cannot show its arguments in full offers Deny alone and says
+// where to approve; an Approve click on it all the same (an old card, a
+// forged click) is refused with that note and changes nothing; Deny works.
+func TestApproveRefusedWhenArgumentsCut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.pauseArgs(t, core.ApprovalPolicy{Approvers: []string{ana}}, workflowCall)
+	e.render(t, a.ID)
+	cards := e.fake.Messages(thread)
+	if len(cards) != 1 {
+		t.Fatalf("cards = %+v, want one", cards)
+	}
+	if got, want := buttonIDs(cards[0]), []string{"4/agentgate:deny:" + a.ID}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("buttons = %v, want Deny alone %v", got, want)
+	}
+	const note = "Arguments cut: 1,198 of 5,149 characters shown. Approve only where they show in full: agentgate approvals list, or GET /api/v1/approvals/"
+	if !strings.Contains(cards[0].Content, note) {
+		t.Errorf("card = %q, want the note %q", cards[0].Content, note)
+	}
+	card := e.cardID(t, a.ID)
+
+	got := e.post(t, e.click(thread, card, ana, nil, "agentgate:approve:"+a.ID))
+	data, _ := got["data"].(map[string]any)
+	if got["type"] != float64(4) || data["flags"] != float64(64) || !strings.Contains(fmt.Sprint(data["content"]), note+a.ID) {
+		t.Errorf("Approve answered %v, want an ephemeral %q", got, note+a.ID)
+	}
+	if st, _ := e.db.GetApproval(t.Context(), a.ID); st.Status != core.ApprovalPending {
+		t.Fatalf("Approve on a card of cut arguments decided: %s", st.Status)
+	}
+	if cards := e.fake.Messages(thread); len(cards) != 1 || cards[0].Edits != 0 {
+		t.Fatalf("Approve changed the card: %+v", cards)
+	}
+
+	if got := e.post(t, e.click(thread, card, ana, nil, "agentgate:deny:"+a.ID)); got["type"] != float64(9) {
+		t.Fatalf("Deny answered %v, want a MODAL asking for a reason", got)
+	}
+	got = e.post(t, e.submit(thread, card, ana, nil, "agentgate:deny:"+a.ID, "not this repo"))
+	if got["type"] != float64(7) {
+		t.Errorf("deny submission answered %v, want an UPDATE_MESSAGE with the outcome", got)
+	}
+	if st, _ := e.db.GetApproval(t.Context(), a.ID); st.Status != core.ApprovalDenied || st.DecidedBy != principal(ana) || st.Reason != "not this repo" {
+		t.Fatalf("approval = %s by %s (%q), want denied by %s", st.Status, st.DecidedBy, st.Reason, principal(ana))
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 const (
 	blockSummary = "approval_summary"
 	blockArgs    = "approval_args"
+	blockArgsCut = "approval_args_cut"
 	blockContext = "approval_context"
 	blockActions = "approval_actions"
 )
@@ -23,11 +24,18 @@ const (
 // section block.
 const maxArgsText = MaxSectionText - 8
 
+// argsRoom is the room of a card's arguments: maxArgsText characters
+// (UTF-16) as the code block shows them, escaped. A click on Approve is
+// checked against it too (chat.Decide).
+var argsRoom = chat.ArgsRoom{Max: maxArgsText, Len: func(args string) int { return textLen(argsMrkdwn(args)) }, Mark: "…"}
+
 // ApprovalBlocks renders an approval card as Block Kit: the summary (agent and
 // tool), the arguments in a code block, a context line (who may approve and
 // when it expires, or the outcome), and — while pending — Approve (primary)
-// and Deny (danger) buttons whose value is the opaque approval id. Times are
-// shown in loc (UTC when nil).
+// and Deny (danger) buttons whose value is the opaque approval id. Arguments
+// over argsRoom are cut, and the pending card then says where to approve
+// them (chat.CutNote) and offers only Deny. Times are shown in loc (UTC when
+// nil).
 func ApprovalBlocks(c chat.ApprovalCard, loc *time.Location) []slackapi.Block {
 	if loc == nil {
 		loc = time.UTC
@@ -39,15 +47,23 @@ func ApprovalBlocks(c chat.ApprovalCard, loc *time.Location) []slackapi.Block {
 	if c.Pending() {
 		summary = "*Approval needed* · " + summary
 	}
+	shown := argsRoom.Fit(c.Arguments)
 	blocks := []slackapi.Block{
 		slackapi.NewSectionBlock(slackapi.NewTextBlockObject(slackapi.MarkdownType, summary, false, false), nil, nil, slackapi.SectionBlockOptionBlockID(blockSummary)),
-		slackapi.NewSectionBlock(slackapi.NewTextBlockObject(slackapi.MarkdownType, argsText(c.Arguments), false, true), nil, nil, slackapi.SectionBlockOptionBlockID(blockArgs)),
-		slackapi.NewContextBlock(blockContext, slackapi.NewTextBlockObject(slackapi.MarkdownType, approvalContext(c, loc), false, false)),
+		slackapi.NewSectionBlock(slackapi.NewTextBlockObject(slackapi.MarkdownType, "```"+argsMrkdwn(shown.Text)+"```", false, true), nil, nil, slackapi.SectionBlockOptionBlockID(blockArgs)),
 	}
+	if c.Pending() && shown.Cut {
+		note := "*" + escapeMrkdwn(chat.CutNote(c.ApprovalID, shown)) + "*"
+		blocks = append(blocks, slackapi.NewSectionBlock(slackapi.NewTextBlockObject(slackapi.MarkdownType, note, false, true), nil, nil, slackapi.SectionBlockOptionBlockID(blockArgsCut)))
+	}
+	blocks = append(blocks, slackapi.NewContextBlock(blockContext, slackapi.NewTextBlockObject(slackapi.MarkdownType, approvalContext(c, loc), false, false)))
 	if c.Pending() {
-		approve := slackapi.NewButtonBlockElement(chat.ActionApprove, c.ApprovalID, slackapi.NewTextBlockObject(slackapi.PlainTextType, "Approve", false, false)).WithStyle(slackapi.StylePrimary)
-		deny := slackapi.NewButtonBlockElement(chat.ActionDeny, c.ApprovalID, slackapi.NewTextBlockObject(slackapi.PlainTextType, "Deny", false, false)).WithStyle(slackapi.StyleDanger)
-		blocks = append(blocks, slackapi.NewActionBlock(blockActions, approve, deny))
+		var buttons []slackapi.BlockElement
+		if !shown.Cut {
+			buttons = append(buttons, slackapi.NewButtonBlockElement(chat.ActionApprove, c.ApprovalID, slackapi.NewTextBlockObject(slackapi.PlainTextType, "Approve", false, false)).WithStyle(slackapi.StylePrimary))
+		}
+		buttons = append(buttons, slackapi.NewButtonBlockElement(chat.ActionDeny, c.ApprovalID, slackapi.NewTextBlockObject(slackapi.PlainTextType, "Deny", false, false)).WithStyle(slackapi.StyleDanger))
+		blocks = append(blocks, slackapi.NewActionBlock(blockActions, buttons...))
 	}
 	return blocks
 }
@@ -60,16 +76,13 @@ func ApprovalText(c chat.ApprovalCard) string {
 	return escapeMrkdwn(fmt.Sprintf("%s wants to run %s: %s", c.Agent, c.Tool, c.Status))
 }
 
-func argsText(args string) string {
+// argsMrkdwn is arguments as the card's code block holds them.
+func argsMrkdwn(args string) string {
 	args = strings.TrimSpace(args)
 	if args == "" {
 		args = "{}"
 	}
-	args = escapeMrkdwn(apartBackticks(args))
-	if textLen(args) > maxArgsText {
-		args = args[:chat.Prefix(args, maxArgsText-1, chat.UTF16)] + "…"
-	}
-	return "```" + args + "```"
+	return escapeMrkdwn(apartBackticks(args))
 }
 
 // zeroWidthSpace parts characters Slack would read together (a run of

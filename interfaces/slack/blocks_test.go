@@ -168,6 +168,42 @@ func TestApprovalBlocksLongArguments(t *testing.T) {
 	}
 }
 
+// workflowArgs are GitHub MCP create_or_update_file arguments as a card
+// shows them (indented, keys sorted): the content is longer than a card
+// shows, and would push owner, path and repo out of view.
+var workflowArgs = "{\n  \"branch\": \"main\",\n  \"content\": \"" + strings.Repeat(`on: push\n`, 500) +
+	"\",\n  \"message\": \"ci: add workflow\",\n  \"owner\": \"victim\",\n  \"path\": \".github/workflows/x.yml\",\n  \"repo\": \"infra\"\n}"
+
+// A pending card whose arguments do not fit shows what fits, says where
+// they show in full, and offers Deny alone: nobody approves fields it cut
+// off. Decided, it shows the outcome without the note.
+func TestApprovalBlocksArgsCutGolden(t *testing.T) {
+	t.Parallel()
+	card := chat.ApprovalCard{ApprovalID: "apr_0123456789abcdef", Agent: "ops", Tool: "create_or_update_file", Arguments: workflowArgs,
+		Approvers: "<@U222BBB222>", RequestedBy: "U123ABC456", ExpiresAt: time.Date(2026, 3, 4, 14, 3, 0, 0, time.UTC), Status: "pending"}
+	blocks := ApprovalBlocks(card, nil)
+	raw := string(goldenJSON(t, "approval_pending_args_cut", map[string]any{"text": ApprovalText(card), "blocks": blocks}))
+	for _, want := range []string{"Arguments cut: ", " of 5,149 characters shown", "GET /api/v1/approvals/apr_0123456789abcdef", `"action_id": "deny"`} {
+		if !strings.Contains(raw, want) {
+			t.Errorf("card does not contain %q:\n%s", want, raw)
+		}
+	}
+	for _, unwanted := range []string{`"action_id": "approve"`, "victim"} {
+		if strings.Contains(raw, unwanted) {
+			t.Errorf("card of cut arguments contains %q", unwanted)
+		}
+	}
+	for _, b := range blocks {
+		if s, ok := b.(*slackapi.SectionBlock); ok && textLen(s.Text.Text) > MaxSectionText {
+			t.Errorf("section text of %d chars", textLen(s.Text.Text))
+		}
+	}
+	card.Status, card.DecidedBy = "denied", "U222BBB222"
+	if raw, _ := json.Marshal(ApprovalBlocks(card, nil)); strings.Contains(string(raw), "Arguments cut") || strings.Contains(string(raw), `"action_id"`) {
+		t.Errorf("decided card of cut arguments = %s, want the outcome without note or buttons", raw)
+	}
+}
+
 // Principal ids (slack:<team>/<user>, slack:<user>) show as mentions on a
 // card, like plain Slack user ids; keys and roles as text.
 func TestCardShowsPrincipals(t *testing.T) {

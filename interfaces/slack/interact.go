@@ -103,7 +103,7 @@ func (h *Handler) action(ctx context.Context, req Request) error {
 	act, ic := req.Action, h.cfg.Interact
 	p := h.withGroups(chat.Clicker(act), act.UserID)
 	askReason := act.TriggerID != "" && ic.Client != nil
-	c, err := chat.Decide(ctx, ic.Store, ic.Approvals, act, p, askReason)
+	c, err := chat.Decide(ctx, ic.Store, ic.Approvals, argsRoom, act, p, askReason)
 	if err != nil {
 		return err
 	}
@@ -120,7 +120,7 @@ func (h *Handler) action(ctx context.Context, req Request) error {
 		}
 		h.log.Warn("slack deny modal could not open; denying without a reason", "approval", a.ID, "err", err)
 		act.Confirmed = true
-		if c, err = chat.Decide(ctx, ic.Store, ic.Approvals, act, p, false); err != nil {
+		if c, err = chat.Decide(ctx, ic.Store, ic.Approvals, argsRoom, act, p, false); err != nil {
 			return err
 		}
 	}

@@ -95,6 +95,12 @@ func newApprovalsEnv(t *testing.T) *approvalsEnv {
 // engine records it for a run started in Slack.
 func (e *approvalsEnv) pause(t *testing.T, policy core.ApprovalPolicy) core.Approval {
 	t.Helper()
+	return e.pauseArgs(t, policy, `{"service":"web","env":"production"}`)
+}
+
+// pauseArgs is pause, for a call with args.
+func (e *approvalsEnv) pauseArgs(t *testing.T, policy core.ApprovalPolicy, args string) core.Approval {
+	t.Helper()
 	ctx := t.Context()
 	now := time.Now().UTC()
 	sid := "ops:slack:" + team + ":" + cardChannel + ":" + cardThread + ":" + core.NewID("s")
@@ -110,7 +116,7 @@ func (e *approvalsEnv) pause(t *testing.T, policy core.ApprovalPolicy) core.Appr
 		t.Fatal(err)
 	}
 	a := core.Approval{ID: core.NewID("apr"), RunID: run.ID, ToolCallID: "call_1", Tool: "deploy",
-		Arguments: json.RawMessage(`{"service":"web","env":"production"}`), Policy: policy, RequestedBy: principal(bob),
+		Arguments: json.RawMessage(args), Policy: policy, RequestedBy: principal(bob),
 		CreatedAt: now, ExpiresAt: now.Add(15 * time.Minute)}
 	if _, err := e.db.PauseRun(ctx, run.ID, "w", a, nil); err != nil {
 		t.Fatal(err)
@@ -441,6 +447,61 @@ func TestDenyAsksForReason(t *testing.T) {
 	got := e.status(t, a.ID)
 	if got.Status != core.ApprovalDenied || got.Reason != "not during the freeze" || got.DecidedBy != principal(ana) {
 		t.Fatalf("approval after the modal: %s by %s, reason %q", got.Status, got.DecidedBy, got.Reason)
+	}
+}
+
+// workflowCall is a GitHub MCP create_or_update_file call whose content is
+// longer than a card shows: sorted after it, owner, path and repo would be
+// cut off the card.
+var workflowCall = `{"branch":"main","content":"` + strings.Repeat(`on: push\n`, 500) +
+	`","message":"ci: add workflow","owner":"victim","path":".github/workflows/x.yml","repo":"infra"}`
+
+// A card that cannot show its arguments in full offers Deny alone and says
+// where to approve; an Approve click on it all the same (an old card, a
+// forged click) is refused with that note and changes nothing; Deny works.
+func TestApproveRefusedWhenArgumentsCut(t *testing.T) {
+	t.Parallel()
+	e := newApprovalsEnv(t)
+	a := e.pauseArgs(t, core.ApprovalPolicy{Approvers: []string{ana}}, workflowCall)
+	e.render(t, a.ID)
+	cards := e.cards()
+	if len(cards) != 1 {
+		t.Fatalf("cards = %+v, want one", cards)
+	}
+	blocks := string(cards[0].Blocks)
+	note := "of 5,149 characters shown. Approve only where they show in full: agentgate approvals list, or GET /api/v1/approvals/" + a.ID
+	if !strings.Contains(blocks, note) || strings.Contains(blocks, `"action_id":"approve"`) || !strings.Contains(blocks, `"action_id":"deny"`) {
+		t.Fatalf("card = %s, want the note %q and Deny alone", blocks, note)
+	}
+
+	e.click(t, ana, chat.ActionApprove, a.ID)
+	e.told(t, ana, "Arguments cut: ")
+	e.told(t, ana, note)
+	if got := e.status(t, a.ID); got.Status != core.ApprovalPending {
+		t.Fatalf("approval %s after Approve on a card of cut arguments, want pending", got.Status)
+	}
+
+	e.click(t, ana, chat.ActionDeny, a.ID)
+	views := e.fake.Views()
+	if len(views) != 1 {
+		t.Fatalf("views opened = %d, want the deny modal", len(views))
+	}
+	var view struct {
+		CallbackID      string `json:"callback_id"`
+		PrivateMetadata string `json:"private_metadata"`
+	}
+	if err := json.Unmarshal(views[0].View, &view); err != nil {
+		t.Fatal(err)
+	}
+	sub, _ := json.Marshal(map[string]any{
+		"type": "view_submission", "team": map[string]any{"id": team}, "user": map[string]any{"id": ana},
+		"view": map[string]any{"id": "V0001", "hash": "h1", "type": "modal", "callback_id": view.CallbackID, "private_metadata": view.PrivateMetadata},
+	})
+	if code, body := e.send(t, []byte("payload="+url.QueryEscape(string(sub)))); code != http.StatusOK {
+		t.Fatalf("view_submission answer: %d %q", code, body)
+	}
+	if got := e.status(t, a.ID); got.Status != core.ApprovalDenied || got.DecidedBy != principal(ana) {
+		t.Fatalf("approval after Deny = %s by %s, want denied by %s", got.Status, got.DecidedBy, principal(ana))
 	}
 }
 

@@ -40,7 +40,7 @@ func (h *Handler) callback(ctx context.Context, key string, req Request) error {
 			return err
 		}
 	}
-	c, err := chat.Decide(ctx, h.cfg.Store, h.cfg.Approvals, act, chat.Clicker(act), true)
+	c, err := chat.Decide(ctx, h.cfg.Store, h.cfg.Approvals, argsRoom, act, chat.Clicker(act), true)
 	if err != nil {
 		return err
 	}

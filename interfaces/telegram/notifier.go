@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-telegram/bot/models"
 
@@ -143,16 +144,24 @@ func (n *Notifier) card(ctx context.Context, chatID int64, a core.Approval, r co
 	return text, p.cardText(c, ids, byName), Keyboard(c)
 }
 
-// Keyboard is the card's inline keyboard: Approve / Deny while pending,
-// none after. Its callback_data stays within 64 bytes.
+// argsRoom is the room of a card's arguments: 3,000 characters, which
+// leaves the rest of Telegram's 4,096 to the card's other lines. A click on
+// Approve is checked against it too (chat.Decide).
+var argsRoom = chat.ArgsRoom{Max: 3000, Len: utf8.RuneCountInString, Mark: "…"}
+
+// Keyboard is the card's inline keyboard: Approve / Deny while pending
+// (only Deny when its arguments do not fit argsRoom), none after. Its
+// callback_data stays within 64 bytes.
 func Keyboard(c chat.ApprovalCard) models.ReplyMarkup {
 	if !c.Pending() {
 		return inlineKeyboard{InlineKeyboard: [][]callbackButton{}}
 	}
-	return inlineKeyboard{InlineKeyboard: [][]callbackButton{{
-		{Text: "✅ Approve", CallbackData: callbackApprove + c.ApprovalID},
-		{Text: "❌ Deny", CallbackData: callbackDeny + c.ApprovalID},
-	}}}
+	var row []callbackButton
+	if argsRoom.Fits(c.Arguments) {
+		row = append(row, callbackButton{Text: "✅ Approve", CallbackData: callbackApprove + c.ApprovalID})
+	}
+	row = append(row, callbackButton{Text: "❌ Deny", CallbackData: callbackDeny + c.ApprovalID})
+	return inlineKeyboard{InlineKeyboard: [][]callbackButton{row}}
 }
 
 // inlineKeyboard is an inline_keyboard reply_markup of callback buttons.
@@ -173,13 +182,13 @@ type callbackButton struct {
 func (p people) cardText(c chat.ApprovalCard, approvers []string, byName bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%s* wants to run `%s`\n", Escape(c.Agent), escapeCode(c.Tool))
-	args := c.Arguments
-	if r := []rune(args); len(r) > 3000 {
-		args = string(r[:3000]) + "…"
-	}
-	fmt.Fprintf(&b, "```json\n%s\n```\n", escapeCode(args))
+	shown := argsRoom.Fit(c.Arguments)
+	fmt.Fprintf(&b, "```json\n%s\n```\n", escapeCode(shown.Text))
 	switch c.Status {
 	case "", string(core.ApprovalPending):
+		if shown.Cut {
+			fmt.Fprintf(&b, "%s\n", Escape(chat.CutNote(c.ApprovalID, shown)))
+		}
 		who := Escape(c.Approvers)
 		if rest, ok := strings.CutPrefix(c.Approvers, p.plainList(approvers)); ok && len(approvers) > 0 {
 			who = p.list(approvers, p.markdown) + Escape(rest) // rest: " (not the requester)"

@@ -374,6 +374,12 @@ func TestPollerStoresBeforeConfirming(t *testing.T) {
 // engine records it for a run started in Telegram.
 func (e *env) pause(t *testing.T, policy core.ApprovalPolicy) core.Approval {
 	t.Helper()
+	return e.pauseArgs(t, policy, `{"service":"web","env":"prod-1"}`)
+}
+
+// pauseArgs is pause, for a call with args.
+func (e *env) pauseArgs(t *testing.T, policy core.ApprovalPolicy, args string) core.Approval {
+	t.Helper()
 	ctx := t.Context()
 	now := time.Now().UTC()
 	// The engine may pick the run up first (an API run of the parked agent:
@@ -394,7 +400,7 @@ func (e *env) pause(t *testing.T, policy core.ApprovalPolicy) core.Approval {
 		t.Fatal(err)
 	}
 	a := core.Approval{ID: core.NewID("apr"), RunID: run.ID, ToolCallID: "call_1", Tool: "deploy",
-		Arguments: json.RawMessage(`{"service":"web","env":"prod-1"}`), Policy: policy, RequestedBy: principal(bobID),
+		Arguments: json.RawMessage(args), Policy: policy, RequestedBy: principal(bobID),
 		CreatedAt: now, ExpiresAt: now.Add(15 * time.Minute)}
 	if _, err := e.db.PauseRun(ctx, run.ID, "w", a, nil); err != nil {
 		t.Fatal(err)
@@ -586,6 +592,64 @@ func TestApprovalCardAndClicks(t *testing.T) {
 	click(t, e, "815000012", "q-late", anaID, card, approve)
 	if ans, _ := e.fake.Answer("q-late"); !strings.Contains(ans, "already denied") {
 		t.Fatalf("late click answered %q", ans)
+	}
+}
+
+// workflowCall is a GitHub MCP create_or_update_file call whose content is
+// longer than a card shows: sorted after it, owner, path and repo would be
+// cut off the card.
+var workflowCall = `{"branch":"main","content":"` + strings.Repeat(`on: push\n`, 500) +
+	`","message":"ci: add workflow","owner":"victim","path":".github/workflows/x.yml","repo":"infra"}`
+
+// A card that cannot show its arguments in full offers Deny alone and says
+// where to approve; an Approve click on it all the same (an old card, a
+// forged click) is refused with that note and changes nothing; Deny works.
+func TestApproveRefusedWhenArgumentsCut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	a := e.pauseArgs(t, core.ApprovalPolicy{Approvers: []string{principal(anaID)}}, workflowCall)
+	e.render(t, a.ID)
+	card := e.card(t, a.ID)
+	if want := `{"inline_keyboard":[[{"text":"❌ Deny","callback_data":"d:` + a.ID + `"}]]}`; card.ReplyMarkup != want {
+		t.Errorf("keyboard = %s, want Deny alone: %s", card.ReplyMarkup, want)
+	}
+	if !strings.Contains(card.Text, `Arguments cut: 2,999 of 5,149 characters shown\.`) {
+		t.Errorf("card text = %q, want the note", card.Text)
+	}
+
+	note := "Arguments cut: 2,999 of 5,149 characters shown. Approve only where they show in full: agentgate approvals list, or GET /api/v1/approvals/" + a.ID + "."
+	click(t, e, "815000020", "q-approve", anaID, card, "a:"+a.ID)
+	if ans, _ := e.fake.Answer("q-approve"); ans != note {
+		t.Errorf("Approve answered %q, want %q", ans, note)
+	}
+	if got, _ := e.db.GetApproval(t.Context(), a.ID); got.Status != core.ApprovalPending {
+		t.Fatalf("Approve on a card of cut arguments decided: %s", got.Status)
+	}
+	if now := e.card(t, a.ID); now.Edits != 0 {
+		t.Fatalf("Approve changed the card: %+v", now)
+	}
+
+	click(t, e, "815000021", "q-deny", anaID, card, "d:"+a.ID)
+	if ans, _ := e.fake.Answer("q-deny"); !strings.Contains(ans, "Reply to my message with a reason") {
+		t.Fatalf("Deny answered %q, want to be asked for a reason", ans)
+	}
+	var prompt telegramtest.Message
+	waitFor(t, e.fake, "the reason prompt", func() bool {
+		for _, m := range messagesIn(e.fake, groupID) {
+			if strings.Contains(m.Text, "why deny") {
+				prompt = m
+				return true
+			}
+		}
+		return false
+	})
+	replyTo(t, e, "815000022", anaID, prompt, "not this repo")
+	waitFor(t, e.fake, "ana's reason decided", func() bool {
+		got, _ := e.db.GetApproval(t.Context(), a.ID)
+		return got.Status != core.ApprovalPending
+	})
+	if got, _ := e.db.GetApproval(t.Context(), a.ID); got.Status != core.ApprovalDenied || got.DecidedBy != principal(anaID) || got.Reason != "not this repo" {
+		t.Fatalf("approval = %s by %s (%q), want denied by %s", got.Status, got.DecidedBy, got.Reason, principal(anaID))
 	}
 }
 
