@@ -106,13 +106,13 @@ func New(cfg Config) http.Handler {
 	api.HandleFunc("GET /api/v1/approvals", s.need(viewer, s.listApprovals))
 	api.HandleFunc("GET /api/v1/approvals/{id}", s.need(viewer, s.getApproval))
 	api.HandleFunc("POST /api/v1/approvals/{id}/decision", s.need(approver, s.decide))
-	api.HandleFunc("GET /api/v1/audit", s.need(admin, s.listAudit))
+	api.HandleFunc("GET /api/v1/audit", s.need(admin, s.allAgents(s.listAudit)))
 	if cfg.Routines != nil {
 		s.routineRoutes(api)
 	}
 	if cfg.Jobs != nil {
-		api.HandleFunc("GET /api/v1/jobs", s.need(admin, s.listJobs))
-		api.HandleFunc("POST /api/v1/jobs/{id}/retry", s.need(admin, s.retryJob))
+		api.HandleFunc("GET /api/v1/jobs", s.need(admin, s.allAgents(s.listJobs)))
+		api.HandleFunc("POST /api/v1/jobs/{id}/retry", s.need(admin, s.allAgents(s.retryJob)))
 	}
 	api.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s; see README for the API", r.Method, r.URL.Path))

@@ -159,6 +159,18 @@ func (s *server) need(role approval.Role, h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// allAgents lets only keys not limited to some agents through: the audit
+// log and the job queue span every agent (run ids, reply text, arguments).
+func (s *server) allAgents(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if p, _ := PrincipalFrom(r.Context()); len(p.Agents) > 0 {
+			s.forbidden(w, r, p, "the audit log and the jobs span every agent; the key is limited to "+strings.Join(p.Agents, ", "))
+			return
+		}
+		h(w, r)
+	}
+}
+
 // forbidden answers 403 and audits the refusal.
 func (s *server) forbidden(w http.ResponseWriter, r *http.Request, p approval.Principal, why string) {
 	// The target is the approval, run or routine the path names, so a

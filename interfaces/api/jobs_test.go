@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	approval "github.com/agentgate/agentgate/approvals"
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/interfaces/api"
 	"github.com/agentgate/agentgate/store/sqlite"
@@ -33,7 +34,22 @@ func TestDeadLetterJobsListedAndRetried(t *testing.T) {
 	}
 
 	const admin, viewer, operator, approver = "admin-key-0123456789", "viewer-key-0123456789", "operator-key-012345678", "approver-key-01234567"
-	e := newEnvWith(t, func(c *api.Config) { c.Jobs = q }, admin, viewer, operator, approver)
+	const limitedAdmin = "ops-admin-key-0123456789"
+	e := newEnvWith(t, func(c *api.Config) {
+		c.Jobs = q
+		c.Keys = append(c.Keys, api.Key{Name: "ops-admin", Secret: limitedAdmin, Role: approval.RoleAdmin, Agents: []string{"ops"}})
+	}, admin, viewer, operator, approver)
+
+	// The audit log and the jobs span every agent: an admin key limited to
+	// some agents reads and retries none of them.
+	e.key = limitedAdmin
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/api/v1/jobs?status=dead"}, {"POST", "/api/v1/jobs/" + j.ID + "/retry"}, {"GET", "/api/v1/audit"},
+	} {
+		if code := e.call(c.method, c.path, "", nil); code != http.StatusForbidden {
+			t.Errorf("%s %s with an admin key limited to one agent: %d, want 403", c.method, c.path, code)
+		}
+	}
 
 	for _, k := range []string{viewer, operator, approver} {
 		e.key = k

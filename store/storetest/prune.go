@@ -103,12 +103,23 @@ func testPruneRest(t *testing.T, h Harness) {
 	appendInbox(t, ib, 1, inboxMsg("slack", "done-old", at(6*time.Hour)), inboxMsg("slack", "done-new", at(6*time.Hour)))
 	wantClaim(t, ib, "w1", at(6*time.Hour), 10, []string{"waiting", "done-old"})
 
+	// Old rows that stay: the card of an approval still pending (its
+	// clicks are checked against it, and its decision edits it) and a send
+	// whose outcome is unknown (a retried job would post it again).
 	ob := h.Store.(core.Outbox)
-	for key, when := range map[string]time.Time{"sent-old": at(time.Hour), "sent-new": at(10 * time.Hour)} {
+	_, pending := pausedRun(t, h, at(time.Hour))
+	card := core.CardKey("slack", pending.ID)
+	for key, st := range map[string]struct {
+		state string
+		when  time.Time
+	}{
+		"sent-old": {core.SendSent, at(time.Hour)}, "sent-new": {core.SendSent, at(10 * time.Hour)},
+		card: {core.SendSent, at(time.Hour)}, "uncertain-old": {core.SendUncertain, at(time.Hour)},
+	} {
 		if _, _, err := ob.ClaimSend(ctx, key, t0); err != nil {
 			t.Fatal(err)
 		}
-		if err := ob.SetSendState(ctx, key, core.SendSent, "ref", when); err != nil {
+		if err := ob.SetSendState(ctx, key, st.state, "ref", st.when); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -116,8 +127,10 @@ func testPruneRest(t *testing.T, h Harness) {
 	if _, _, err := ob.SendRef(ctx, "sent-old"); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("SendRef of a pruned send = %v, want not found", err)
 	}
-	if state, _, err := ob.SendRef(ctx, "sent-new"); err != nil || state != core.SendSent {
-		t.Errorf("SendRef of a recent send = %q, %v", state, err)
+	for key, want := range map[string]string{"sent-new": core.SendSent, card: core.SendSent, "uncertain-old": core.SendUncertain} {
+		if state, _, err := ob.SendRef(ctx, key); err != nil || state != want {
+			t.Errorf("SendRef(%s) after pruning = %q, %v; want it kept, %s", key, state, err, want)
+		}
 	}
 
 	for _, when := range []time.Time{at(time.Hour), at(10 * time.Hour)} {

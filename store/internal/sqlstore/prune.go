@@ -18,8 +18,13 @@ type Writer interface {
 var pruneOne = map[core.Prunable]string{
 	core.PruneInbox: `DELETE FROM inbox WHERE seq IN (SELECT seq FROM inbox
 		WHERE processed_at IS NOT NULL AND processed_at < ? ORDER BY processed_at LIMIT ?)`,
+	// Never the card of an approval still pending (clicks are checked
+	// against it, its decision edits it), nor a send whose outcome is not
+	// known (without its row a retried job would post it again).
 	core.PruneOutbox: `DELETE FROM outbox WHERE key IN (SELECT key FROM outbox
-		WHERE updated_at < ? ORDER BY updated_at LIMIT ?)`,
+		WHERE updated_at < ? AND state NOT IN ('sending', 'uncertain')
+		AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.status = 'pending' AND outbox.key LIKE ('%:approval:' || a.id))
+		ORDER BY updated_at LIMIT ?)`,
 	core.PruneDeadJobs: `DELETE FROM jobs WHERE id IN (SELECT id FROM jobs
 		WHERE dead_at IS NOT NULL AND dead_at < ? ORDER BY dead_at LIMIT ?)`,
 	core.PruneAudit: `DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ? ORDER BY at LIMIT ?)`,
