@@ -2,7 +2,10 @@ package core
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base32"
+	"encoding/hex"
+	"regexp"
 	"strings"
 )
 
@@ -28,4 +31,21 @@ func ValidID(s string) bool {
 		}
 	}
 	return true
+}
+
+// sessionIDPattern is a session id the API takes: 1–128 of A-Za-z0-9_.:-,
+// starting with a letter or digit.
+var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+
+// ValidSessionID reports whether s is a session id the API takes.
+func ValidSessionID(s string) bool { return sessionIDPattern.MatchString(s) }
+
+// SessionIDFor is key when it is a valid session id, else prefix_ and a
+// stable hash of key (too long, or odd characters in it).
+func SessionIDFor(key, prefix string) string {
+	if ValidSessionID(key) {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return prefix + "_" + hex.EncodeToString(sum[:16])
 }

@@ -2,14 +2,11 @@ package routine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -345,16 +342,8 @@ func chatSessionID(r core.Routine, b core.Binding) string {
 	if b.Thread != "" {
 		sid += ":" + b.Thread
 	}
-	if sessionIDPattern.MatchString(sid) {
-		return sid
-	}
-	sum := sha256.Sum256([]byte(sid))
-	return "routine_" + hex.EncodeToString(sum[:16])
+	return core.SessionIDFor(sid, "routine")
 }
-
-// sessionIDPattern is what a session id the API takes looks like
-// (interfaces/api).
-var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
 
 // newRun builds the run of one fire. userID "" = the routine itself.
 func newRun(r core.Routine, input, userID string, now time.Time) core.NewRun {

@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -262,8 +261,6 @@ func (s *server) view(ctx context.Context, run core.Run) (RunView, error) {
 	return ViewRun(ctx, s.cfg.Store, run)
 }
 
-var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
-
 type createRunRequest struct {
 	Input     string `json:"input"`
 	SessionID string `json:"session_id"`
@@ -287,7 +284,7 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", `input: required, e.g. {"input":"hello"}`)
 		return
 	}
-	if req.SessionID != "" && !sessionIDPattern.MatchString(req.SessionID) {
+	if req.SessionID != "" && !core.ValidSessionID(req.SessionID) {
 		writeError(w, http.StatusBadRequest, "bad_request", "session_id: use 1-128 letters, digits and _ . : - (or omit it to start a new session)")
 		return
 	}

@@ -6,11 +6,8 @@ package chat
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -154,18 +151,11 @@ func ReplyText(run core.Run) string {
 	return ""
 }
 
-var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
-
 // SessionID is the session of a chat message: SessionKey, or, when
 // that is not a valid API session id (too long, odd characters in the agent
 // id), a stable hash of it.
 func SessionID(agent string, in Inbound) string {
-	key := SessionKey(agent, in)
-	if sessionIDPattern.MatchString(key) {
-		return key
-	}
-	sum := sha256.Sum256([]byte(key))
-	return in.Platform + "_" + hex.EncodeToString(sum[:16])
+	return core.SessionIDFor(SessionKey(agent, in), in.Platform)
 }
 
 // Threads configures a platform whose conversations are threads in
