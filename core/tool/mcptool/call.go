@@ -94,8 +94,10 @@ func (t *tool) CallFiles(ctx context.Context, args json.RawMessage, idempotencyK
 		req.Params.Meta = &mcp.Meta{AdditionalFields: map[string]any{IdempotencyKeyMeta: idempotencyKey}}
 	}
 	res, err := sess.c.CallTool(ctx, req)
-	if err != nil && tooLarge.Load() {
-		// The session is fine: only this response was cut off.
+	if err != nil && (tooLarge.Load() || sess.tooLarge.Load()) {
+		// Over HTTP the session is fine: only this response was cut off.
+		// Over stdio the process was stopped (the next call starts it
+		// again); a call sent meanwhile may have been the one.
 		return "", nil, tooLargeError(t, s.maxMessage)
 	}
 	if err != nil {

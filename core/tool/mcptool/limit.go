@@ -12,8 +12,8 @@ import (
 	"github.com/agentgate/agentgate/core"
 )
 
-// MaxMessageBytes bounds what is read of one message from a server reached
-// over HTTP: a JSON response, or one event of an event stream. A tool
+// MaxMessageBytes bounds what is read of one message from a server: a line
+// of a process's output, a JSON response, or one event of an event stream. A tool
 // result over it is a *core.ToolError and is not read further. It leaves
 // room for MaxFilesBytes of images in base64 with MaxContent of text; what
 // goes past those limits is dropped anyway.

@@ -19,8 +19,9 @@
 //     is told.
 //   - an error answer of the server (a JSON-RPC error such as unknown tool
 //     or invalid arguments), a result that cannot be read, or one over
-//     MaxMessageBytes from a server reached over HTTP: a *core.ToolError
-//     too: the server answered, so retrying would not help.
+//     MaxMessageBytes: a *core.ToolError too: the server answered, so
+//     retrying would not help. (Over stdio, a message over the limit stops
+//     the process; the calls waiting on it get this error.)
 //   - a transport failure (the process died, the connection or session was
 //     lost, the call timed out or was cancelled): a plain error. The engine
 //     retries the call with the same idempotency key, which every call
@@ -437,25 +438,25 @@ func (s *Server) start(a *attempt) {
 func (s *Server) connect(ctx context.Context) (*session, error) {
 	sess := &session{sem: make(chan struct{}, 1)}
 	var tr transport.Interface
-	var cmd *exec.Cmd
 	if s.cfg.Command != "" {
 		sess.stderr = &tail{max: stderrTail}
-		tr = transport.NewStdioWithOptions(s.cfg.Command, nil, s.cfg.Args,
-			transport.WithCommandFunc(func(_ context.Context, command string, _ []string, args []string) (*exec.Cmd, error) {
-				// Not CommandContext: the transport's Close stops the
-				// process gracefully (stdin closed, then SIGTERM, then kill).
-				cmd = exec.Command(command, args...)
-				cmd.Env = s.env
-				cmd.Dir = s.cfg.Dir
-				cmd.Stderr = sess.stderr
-				cmd.WaitDelay = time.Second // a grandchild holding stderr open
-				return cmd, nil
-			}),
-			transport.WithCommandLogger(s.log))
+		// Not CommandContext: stopping closes stdin, then signals.
+		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
+		cmd.Env = s.env
+		cmd.Dir = s.cfg.Dir
+		cmd.Stderr = sess.stderr
+		cmd.WaitDelay = time.Second // a grandchild holding stderr open
+		stdio, err := startStdio(cmd, s.maxMessage, func() {
+			sess.tooLarge.Store(true)
+			s.lost(sess, fmt.Errorf("%w: a message over %s", errTooLarge, core.ByteSize(s.maxMessage)))
+		})
+		if err != nil {
+			return nil, s.startError("start", err, sess)
+		}
+		sess.cmd, sess.pid, tr = cmd, cmd.Process.Pid, stdio
 	} else {
 		var err error
-		// The stdio transport reads the process's stdout itself, with no
-		// limit; over HTTP, each message's bytes are bounded.
+		// Each message's bytes are bounded, as over stdio.
 		tr, err = transport.NewStreamableHTTP(s.cfg.URL,
 			transport.WithHTTPBasicClient(&http.Client{Transport: &limitTransport{next: http.DefaultTransport, max: s.maxMessage}}),
 			transport.WithHTTPHeaders(maps.Clone(s.cfg.Headers)),
@@ -475,9 +476,6 @@ func (s *Server) connect(ctx context.Context) (*session, error) {
 	// the server's requests to the client.
 	if err := sess.c.Start(s.life); err != nil {
 		return nil, s.startError("start", err, sess)
-	}
-	if cmd != nil && cmd.Process != nil {
-		sess.pid = cmd.Process.Pid
 	}
 	fail := func(step string, err error) (*session, error) {
 		if cerr := context.Cause(ctx); cerr != nil && errors.Is(cerr, context.DeadlineExceeded) {
@@ -594,8 +592,10 @@ func (s *Server) lost(sess *session, cause error) {
 // session is one running process or HTTP session.
 type session struct {
 	c          *client.Client
-	pid        int   // stdio only
-	stderr     *tail // stdio only
+	cmd        *exec.Cmd   // stdio only
+	pid        int         // stdio only
+	stderr     *tail       // stdio only
+	tooLarge   atomic.Bool // stdio: the server sent a message over the limit
 	stopListen func()
 
 	changes atomic.Uint64 // tools/list_changed notifications received
@@ -638,7 +638,11 @@ func (sess *session) close() error {
 	if sess.stopListen != nil {
 		sess.stopListen()
 	}
-	return sess.c.Close()
+	err := sess.c.Close()
+	if sess.cmd != nil {
+		return stopStdio(sess.cmd)
+	}
+	return err
 }
 
 func toolInfo(t mcp.Tool) ToolInfo {

@@ -510,6 +510,31 @@ func TestCrashRestarts(t *testing.T) {
 	f.logs.wait(t, "restarts=1")
 }
 
+// TestStdioMessageLimit: a process whose output line (one message) goes
+// over the limit is not read further: the call is a ToolError (not
+// retried), the process is stopped, and the next call starts it again.
+func TestStdioMessageLimit(t *testing.T) {
+	t.Parallel()
+	f := newStdio(t, nil)
+	f.srv.maxMessage = 64 << 10
+	_, _, err := f.call(t, "big_text", `{}`, "k")
+	var te *core.ToolError
+	want := "tool big_text of server test returned a result larger than 65.5 KB; it was not read"
+	if !errors.As(err, &te) || te.Message != want {
+		t.Fatalf("big_text: %v, want ToolError %q", err, want)
+	}
+	if line := f.logs.wait(t, "stopped unexpectedly"); !strings.Contains(line, "message too large") {
+		t.Errorf("stop log = %q, want the reason", line)
+	}
+	got, _, err := f.call(t, "echo", `{"text":"again"}`, "k")
+	if err != nil || got != "again" {
+		t.Fatalf("echo after a message too large = %q, %v", got, err)
+	}
+	if n := f.starts(t); n != 2 {
+		t.Errorf("started %d times, want 2", n)
+	}
+}
+
 func TestToolsListChanged(t *testing.T) {
 	t.Parallel()
 	f := newStdio(t, nil)
