@@ -523,26 +523,29 @@ func (e *Engine) handle(ctx context.Context, job Job) {
 
 // heartbeat calls extend every third of the claim TTL until ctx ends. It
 // stops the work (with the error as cause) when the claim or lease is gone,
-// or when extends kept failing long enough that it may have run out; a
-// passing failure (a store blip) is only logged.
+// or when extends kept failing or hanging so that the next one may come
+// after it ran out; a passing failure (a store blip) is only logged.
 func (e *Engine) heartbeat(ctx context.Context, extend func(context.Context) error, stop context.CancelCauseFunc) {
 	every := e.cfg.ClaimTTL / 3
 	t := time.NewTicker(every)
 	defer t.Stop()
-	lastOK := time.Now()
+	expires := time.Now().Add(e.cfg.ClaimTTL) // about when it runs out: a little later than the store's
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		err := extend(ctx)
+		start := time.Now()
+		ectx, cancel := context.WithTimeout(ctx, every) // one that hangs has failed
+		err := extend(ectx)
+		cancel()
 		switch {
 		case err == nil:
-			lastOK = time.Now()
+			expires = start.Add(e.cfg.ClaimTTL)
 		case ctx.Err() != nil:
 			return
-		case errors.Is(err, ErrClaimLost), errors.Is(err, ErrLeaseLost), time.Since(lastOK) >= 2*every:
+		case errors.Is(err, ErrClaimLost), errors.Is(err, ErrLeaseLost), time.Until(expires) < every+every/2:
 			e.log.Warn("lost claim or lease", "err", err)
 			stop(err)
 			return

@@ -127,6 +127,8 @@ type harness struct {
 	blobs core.Blobs
 	// queue, when set before start, wraps the store's queue.
 	queue func(core.Queue) core.Queue
+	// claimTTL, when set before start, is the engine's ClaimTTL.
+	claimTTL time.Duration
 }
 
 func newHarness(t testing.TB, agents map[string]*core.Agent, opts sqlite.Options, with ...func(*harness)) *harness {
@@ -162,7 +164,7 @@ func (h *harness) start(opts sqlite.Options) {
 		q = h.queue(db)
 	}
 	eng, err := core.NewEngine(core.EngineConfig{Store: db, Queue: q, Agents: h.agents, Hub: h.hub, Clock: h.clock, Workers: 4, Logger: opts.Logger,
-		Progress: h.progress, Blobs: h.blobs})
+		Progress: h.progress, Blobs: h.blobs, ClaimTTL: h.claimTTL})
 	if err != nil {
 		h.t.Fatal(err)
 	}
