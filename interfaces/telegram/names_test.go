@@ -21,7 +21,7 @@ const (
 )
 
 // A card names its approvers as the chat shows them: @handle, else first
-// and last name, else a mention; a second card in the chat, and a refusal,
+// and last name with the id, else a mention; a second card in the chat, and a refusal,
 // ask Telegram nothing more.
 func TestCardNamesApprovers(t *testing.T) {
 	t.Parallel()
@@ -29,7 +29,7 @@ func TestCardNamesApprovers(t *testing.T) {
 	e.fake.Join(groupID, telegramtest.User{ID: cleoID, FirstName: "Cleo", LastName: "Park"})
 	e.fake.Join(groupID, telegramtest.User{ID: daveID, FirstName: "Dave"})
 	policy := core.ApprovalPolicy{Approvers: []string{principal(anaID), fmt.Sprint(bobID), principal(cleoID), principal(strangerID)}}
-	const want = `Who may decide: @ana\_ops, @bob\_dev, Cleo Park, [Telegram user](tg://user?id=5550009)` + "\n"
+	const want = `Who may decide: @ana\_ops, @bob\_dev, Cleo Park \(id 5550004\), [Telegram user](tg://user?id=5550009)` + "\n"
 
 	first := e.pause(t, policy)
 	e.render(t, first.ID)
@@ -48,7 +48,7 @@ func TestCardNamesApprovers(t *testing.T) {
 		t.Fatalf("second card = %q, want %q", card.Text, want)
 	}
 	click(t, e, "815000020", "q-dave", daveID, card, "a:"+second.ID)
-	if ans, _ := e.fake.Answer("q-dave"); !strings.Contains(ans, "Who may: @ana_ops, @bob_dev, Cleo Park, a Telegram user.") {
+	if ans, _ := e.fake.Answer("q-dave"); !strings.Contains(ans, "Who may: @ana_ops, @bob_dev, Cleo Park (id 5550004), a Telegram user.") {
 		t.Fatalf("dave's refusal = %q, want it to name who may decide, in plain text", ans)
 	}
 	if n := e.fake.Calls("getChatMember"); n != lookups {

@@ -1,6 +1,7 @@
 package telegram
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -299,11 +300,16 @@ func reasonFor(m *models.Message) (id string, ok bool) {
 	return id, true
 }
 
-// userName shows a Telegram user as their updates name them: @username,
-// else their first and last name; "" for a user without either.
+// userName shows a Telegram user as their updates name them: @username
+// (unique), else their first and last name with their id: anyone may
+// name themselves "@cto" or after an approver, and a card's "Approved by"
+// must not pass for someone else's; "" for a user without either.
 func userName(u models.User) string {
 	if u.Username != "" {
 		return "@" + u.Username
 	}
-	return strings.TrimSpace(u.FirstName + " " + u.LastName)
+	if name := strings.TrimSpace(u.FirstName + " " + u.LastName); name != "" {
+		return fmt.Sprintf("%s (id %d)", name, u.ID)
+	}
+	return ""
 }

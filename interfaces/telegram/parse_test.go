@@ -67,7 +67,8 @@ func TestCommandForAnotherBot(t *testing.T) {
 }
 
 // A message, a command and a click name their sender as Telegram shows
-// them: @username, else first and last name, never by id alone.
+// them: @username, else first and last name with the id (anyone may take
+// any name), never by id alone.
 func TestParseNamesTheSender(t *testing.T) {
 	t.Parallel()
 	p := telegram.Parser{BotID: 7000000001, BotUsername: "agentgate_bot"}
@@ -77,8 +78,9 @@ func TestParseNamesTheSender(t *testing.T) {
 		want string
 	}{
 		{"username", models.User{ID: anaID, FirstName: "Ana", Username: "ana_ops"}, "@ana_ops"},
-		{"first and last name", models.User{ID: cleoID, FirstName: "Cleo", LastName: "Park"}, "Cleo Park"},
-		{"first name", models.User{ID: daveID, FirstName: "Dave"}, "Dave"},
+		{"first and last name", models.User{ID: cleoID, FirstName: "Cleo", LastName: "Park"}, "Cleo Park (id 5550004)"},
+		{"first name", models.User{ID: daveID, FirstName: "Dave"}, "Dave (id 5550005)"},
+		{"a name like a username", models.User{ID: daveID, FirstName: "@ana_ops"}, "@ana_ops (id 5550005)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
