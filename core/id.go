@@ -6,6 +6,7 @@ import (
 	"encoding/base32"
 	"encoding/hex"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -39,6 +40,27 @@ var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
 
 // ValidSessionID reports whether s is a session id the API takes.
 func ValidSessionID(s string) bool { return sessionIDPattern.MatchString(s) }
+
+// sessionKinds are the second part of the session ids the gateway names
+// itself ({agent}:{kind}:…; agent ids have no colon), and the prefix of
+// their hashed forms (SessionIDFor): the chat platforms' and routines'.
+var sessionKinds = []string{"slack", "discord", "telegram", "routine"}
+
+// hashedSessionID is SessionIDFor's hash of a key.
+var hashedSessionID = regexp.MustCompile(`^[a-z]+_[0-9a-f]{32}$`)
+
+// GatewaySessionID reports whether id has the shape of a session the
+// gateway names itself: a chat conversation's or a routine's. A session
+// keeps the binding it was created with, so one created first by someone
+// else would take the conversation's (or routine's) place.
+func GatewaySessionID(id string) bool {
+	parts := strings.SplitN(id, ":", 3)
+	if len(parts) >= 2 && slices.Contains(sessionKinds, parts[1]) {
+		return true
+	}
+	kind, _, _ := strings.Cut(id, "_")
+	return hashedSessionID.MatchString(id) && slices.Contains(sessionKinds, kind)
+}
 
 // SessionIDFor is key when it is a valid session id, else prefix_ and a
 // stable hash of key (too long, or odd characters in it).

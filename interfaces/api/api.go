@@ -415,24 +415,36 @@ func (s *server) loadRun(w http.ResponseWriter, r *http.Request, id string) (cor
 }
 
 // sessionAllowed checks that a session, when it exists, is of an agent the
-// caller may use and not a chat conversation (ChatSession).
+// caller may use and not a chat conversation (ChatSession), and that it is
+// not named as the gateway names its own (GatewaySession).
 func (s *server) sessionAllowed(w http.ResponseWriter, r *http.Request, id string) bool {
 	ses, err := s.cfg.Store.GetSession(r.Context(), id)
-	if errors.Is(err, core.ErrNotFound) {
-		return true
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, core.ErrNotFound):
+	case err != nil:
 		s.fail(w, err)
 		return false
-	}
-	if !s.agentAllowed(w, r, ses.AgentID) {
+	case !s.agentAllowed(w, r, ses.AgentID):
 		return false
 	}
-	if why := ChatSession(ses); why != "" {
+	if why := cmp.Or(ChatSession(ses), GatewaySession(id)); why != "" {
 		writeError(w, http.StatusConflict, "chat_session", why)
 		return false
 	}
 	return true
+}
+
+// GatewaySession says why a run started through the API or MCP may not be
+// in session id, "" when it may: the gateway names chat conversations' and
+// routines' sessions itself. A session keeps the binding it was created
+// with: made first through the API, it would take that conversation's
+// place (its history, and its approvals no longer decided from the chat);
+// a routine's history is what its runs answered.
+func GatewaySession(id string) string {
+	if !core.GatewaySessionID(id) {
+		return ""
+	}
+	return fmt.Sprintf("session_id: %s is named as the gateway names a chat conversation's or a routine's session; those start from the chat or the routine (omit session_id, or choose another)", id)
 }
 
 // ChatSession says why a run started through the API or MCP may not join

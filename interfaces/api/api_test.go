@@ -441,3 +441,41 @@ func TestRunRefusedInAChatSession(t *testing.T) {
 		t.Fatalf("a run in a new session of the caller's naming: %d %+v", code, run)
 	}
 }
+
+// Nor does it create a session named as the gateway names a conversation's
+// or a routine's, before the chat or the routine does: a session keeps the
+// binding it was created with, so the caller's would take the place of a
+// Telegram user's private chat (its history, its approvals no longer
+// decided from the chat).
+func TestRunRefusedInAGatewayNamedSession(t *testing.T) {
+	var eng *core.Engine
+	e := newEnvWith(t, func(c *api.Config) { eng = c.Engine }, adminKey)
+	for _, id := range []string{
+		"demo:telegram::123456789:", "demo:slack:T1:D0123:", "demo:discord::42:", "demo:routine:nightly",
+		"demo:routine:nightly:slack:C1", "telegram_0123456789abcdef0123456789abcdef",
+	} {
+		var er errResp
+		code := e.call("POST", "/api/v1/agents/demo/runs", `{"input":"deploy web to production","session_id":"`+id+`"}`, &er)
+		if code != 409 || er.Error.Code != "chat_session" || !strings.Contains(er.Error.Message, "omit session_id") {
+			t.Errorf("a run in new session %s: %d %+v, want 409 chat_session", id, code, er)
+		}
+		if code := e.call("GET", "/api/v1/sessions/"+id, "", nil); code != 404 {
+			t.Errorf("session %s after the refusal: %d, want 404 (not created)", id, code)
+		}
+	}
+	// A routine's session, once its schedule made it, stays the routine's.
+	if _, err := eng.Submit(t.Context(), core.SubmitRequest{AgentID: "demo", SessionID: "demo:routine:weekly", Input: "weekly report",
+		Type: core.RunTypeRoutine}); err != nil {
+		t.Fatal(err)
+	}
+	var er errResp
+	if code := e.call("POST", "/api/v1/agents/demo/runs", `{"input":"hello","session_id":"demo:routine:weekly"}`, &er); code != 409 || er.Error.Code != "chat_session" {
+		t.Errorf("a run in a routine's session: %d %+v, want 409 chat_session", code, er)
+	}
+	for _, id := range []string{"demo:review:42", "slack-thread-42", "routine_nightly"} {
+		var run runResp
+		if code := e.call("POST", "/api/v1/agents/demo/runs", `{"input":"hello","session_id":"`+id+`"}`, &run); code != 202 || run.SessionID != id {
+			t.Errorf("a run in new session %s: %d %+v, want 202", id, code, run)
+		}
+	}
+}

@@ -1,8 +1,10 @@
 package chat_test
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/interfaces/chat"
 )
 
@@ -32,5 +34,23 @@ func TestSessionKey(t *testing.T) {
 	reply := chat.Inbound{Platform: "slack", Workspace: "T1", Channel: "C1", Thread: "1.1", MessageID: "1.2"}
 	if chat.SessionKey("a", root) != chat.SessionKey("a", reply) {
 		t.Error("root and reply keyed to different sessions")
+	}
+}
+
+// Every session a chat message gets has a name the API and MCP refuse to
+// create (core.GatewaySessionID), hashed or not: whoever creates a session
+// first sets its binding.
+func TestSessionIDIsTheGateways(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("9", 140) // over the API's 128 characters: hashed
+	for _, platform := range []string{chat.PlatformSlack, chat.PlatformDiscord, chat.PlatformTelegram} {
+		for _, in := range []chat.Inbound{
+			{Platform: platform, Workspace: "T1", Channel: "C1", MessageID: "1.1"},
+			{Platform: platform, Channel: long, MessageID: "1.1"},
+		} {
+			if id := chat.SessionID("ops", in); !core.GatewaySessionID(id) {
+				t.Errorf("%s session %s: the API may create it", platform, id)
+			}
+		}
 	}
 }

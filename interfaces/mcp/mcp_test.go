@@ -551,6 +551,11 @@ func TestRunAgentRefusesAChatSession(t *testing.T) {
 	if g.rest("GET", "/api/v1/approvals?status=pending", "", &list); len(list.Items) != 0 {
 		t.Fatalf("pending approvals: %+v, want none", list.Items)
 	}
+	// Nor does it create one before the chat does.
+	res = call(t, c, "run_agent", map[string]any{"agent": "demo", "input": "hello", "session_id": "demo:telegram::123456789:"})
+	if !res.IsError || !strings.Contains(text(t, res), "chat conversation's or a routine's session") {
+		t.Fatalf("run_agent in a new session named as a Telegram chat's: %+v, want a refusal", res)
+	}
 }
 
 // A session belongs to the API key that opened it: another key that

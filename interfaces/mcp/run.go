@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -103,7 +104,8 @@ func (h *handlers) runAgent(ctx context.Context, req mcpgo.CallToolRequest) (*mc
 }
 
 // mayContinue refuses session id, when it exists, if it is of an agent the
-// key may not use or a chat conversation (api.ChatSession).
+// key may not use or a chat conversation (api.ChatSession), and an id the
+// gateway names itself (api.GatewaySession).
 func (h *handlers) mayContinue(ctx context.Context, id string) *mcpgo.CallToolResult {
 	if id == "" {
 		return nil
@@ -111,14 +113,14 @@ func (h *handlers) mayContinue(ctx context.Context, id string) *mcpgo.CallToolRe
 	ses, err := h.cfg.Store.GetSession(ctx, id)
 	switch {
 	case errors.Is(err, core.ErrNotFound):
-		return nil
 	case err != nil:
 		return failure(err)
+	default:
+		if bad := mayUse(ctx, ses.AgentID); bad != nil {
+			return bad
+		}
 	}
-	if bad := mayUse(ctx, ses.AgentID); bad != nil {
-		return bad
-	}
-	if why := api.ChatSession(ses); why != "" {
+	if why := cmp.Or(api.ChatSession(ses), api.GatewaySession(id)); why != "" {
 		return mcpgo.NewToolResultError(why)
 	}
 	return nil
