@@ -33,7 +33,10 @@ type telegramWiring struct {
 	services func(h *telegram.Handler, leases lease.Store) []func(context.Context) error
 }
 
-var telegramSecretPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
+// telegramSecretPattern is Telegram's secret_token (1–256 of A-Za-z0-9_-),
+// at least 16 long: whoever guesses it can post forged updates, clicks on
+// approval cards among them.
+var telegramSecretPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{16,256}$`)
 
 // newTelegram builds the Telegram interface from interfaces.telegram and
 // the TELEGRAM_* environment; nil when interfaces.telegram is not set. It
@@ -48,7 +51,7 @@ func newTelegram(ctx context.Context, cfg *config.Config, db storeDB, nodeID str
 	case token == "":
 		return nil, &UsageError{"interfaces.telegram is configured but TELEGRAM_BOT_TOKEN is not set: set it to the token @BotFather gave the bot (123456:ABC-…)"}
 	case secret != "" && !telegramSecretPattern.MatchString(secret):
-		return nil, &UsageError{"TELEGRAM_WEBHOOK_SECRET: must be 1-256 characters of A-Z, a-z, 0-9, _ and - (Telegram's secret_token); unset it to receive updates by long polling"}
+		return nil, &UsageError{"TELEGRAM_WEBHOOK_SECRET: must be 16-256 characters of A-Z, a-z, 0-9, _ and - (Telegram's secret_token; whoever guesses it can forge updates), e.g. the output of `openssl rand -hex 32`; unset it to receive updates by long polling"}
 	}
 	client, err := telegram.NewClient(telegram.ClientConfig{Token: token, APIURL: os.Getenv("TELEGRAM_API_URL"), Logger: log,
 		HTTPClient: &http.Client{Timeout: 60 * time.Second, Transport: ichat.Counted(ichat.PlatformTelegram, nil, api)}})
