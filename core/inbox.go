@@ -59,8 +59,11 @@ type Inbox interface {
 	ClaimInbox(ctx context.Context, platform, owner string, now, until time.Time, limit int) ([]InboxMessage, error)
 	// ReleaseInbox ends the claims owner holds on waiting messages of
 	// platform, so they can be claimed again at once (a restarted node that
-	// keeps its name calls it before claiming), and returns how many.
-	ReleaseInbox(ctx context.Context, platform, owner string) (int, error)
+	// keeps its name calls it before claiming), and returns how many. With
+	// unhanded (a processor that stops: the messages it holds were never
+	// given to the handler), their claim's attempt is given back, so that
+	// restarts do not use up the attempts of a backlog.
+	ReleaseInbox(ctx context.Context, platform, owner string, unhanded bool) (int, error)
 	// RetryInbox leaves a waiting message waiting, claimable again from
 	// retryAt, and records why it failed.
 	RetryInbox(ctx context.Context, platform, key, reason string, retryAt time.Time) error
@@ -382,7 +385,9 @@ func (p *InboxProcessor) Wake() {
 // of its batch is released for the next start or another node.
 func (p *InboxProcessor) Start(ctx context.Context) error {
 	log := p.cfg.Logger.With("platform", p.cfg.Platform)
-	if n, err := p.cfg.Inbox.ReleaseInbox(ctx, p.cfg.Platform, p.cfg.Owner); ctx.Err() != nil {
+	// The message in hand when this owner last stopped, if it crashed, may
+	// be what crashed it: its attempt counts.
+	if n, err := p.cfg.Inbox.ReleaseInbox(ctx, p.cfg.Platform, p.cfg.Owner, false); ctx.Err() != nil {
 		return nil // stopped before it began
 	} else if err != nil {
 		return fmt.Errorf("inbox processor: release claims of %s: %w", p.cfg.Owner, err)
@@ -392,7 +397,7 @@ func (p *InboxProcessor) Start(ctx context.Context) error {
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if _, err := p.cfg.Inbox.ReleaseInbox(rctx, p.cfg.Platform, p.cfg.Owner); err != nil {
+		if _, err := p.cfg.Inbox.ReleaseInbox(rctx, p.cfg.Platform, p.cfg.Owner, true); err != nil {
 			log.Warn("inbox processor: release claims at stop", "err", err)
 		}
 	}()

@@ -232,6 +232,49 @@ func TestInboxProcessorRestartAndWake(t *testing.T) {
 	}
 }
 
+// TestInboxRestartsKeepTheBacklogsAttempts: a processor claims a batch and
+// is stopped after handling one message, again and again (a gateway
+// restarted while a backlog waits). The messages it held unhanded keep
+// their attempts: every message reaches the handler, none is given up on.
+func TestInboxRestartsKeepTheBacklogsAttempts(t *testing.T) {
+	t.Parallel()
+	db := openInboxDB(t)
+	now := time.Now()
+	var msgs []core.InboxMessage
+	for i := range 10 {
+		msgs = append(msgs, slackMsg(fmt.Sprintf("m%02d", i), now.Add(time.Duration(i)*time.Millisecond)))
+	}
+	if _, err := db.AppendInbox(t.Context(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	handled := map[string]int{}
+	for start := range len(msgs) {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		p, err := core.NewInboxProcessor(core.InboxProcessorConfig{Inbox: db, Platform: "slack", Owner: "n1", MaxAttempts: 3,
+			Logger: slog.New(slog.DiscardHandler),
+			Handle: func(hctx context.Context, m core.InboxMessage) error {
+				handled[m.Key]++
+				cancel() // stopped while it handles this one
+				return core.ErrInboxSkip
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if n := len(handled); n != start+1 {
+			t.Fatalf("after %d starts, %d messages reached the handler, want %d", start+1, n, start+1)
+		}
+	}
+	for _, m := range msgs {
+		if handled[m.Key] != 1 {
+			t.Errorf("message %s reached the handler %d times, want once", m.Key, handled[m.Key])
+		}
+	}
+}
+
 // blockingInbox holds every AppendInbox until release is closed.
 type blockingInbox struct {
 	core.Inbox

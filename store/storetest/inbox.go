@@ -290,7 +290,8 @@ func testInboxClaimConcurrent(t *testing.T, h Harness) {
 
 // testInboxRestart: a claim keeps a message from other processors until it
 // runs out or its owner releases it (a restarted node that kept its name);
-// a retried message waits for its time. Attempts count the claims.
+// a retried message waits for its time. Attempts count the claims, less
+// those released unhanded.
 func testInboxRestart(t *testing.T, h Harness) {
 	ib := inboxOf(t, h)
 	ctx := t.Context()
@@ -301,10 +302,10 @@ func testInboxRestart(t *testing.T, h Harness) {
 	wantClaim(t, ib, "n2", at(30*time.Second), 10, nil)
 
 	// n1 dies and starts again under its name.
-	if n, err := ib.ReleaseInbox(ctx, "discord", "n1"); err != nil || n != 0 {
+	if n, err := ib.ReleaseInbox(ctx, "discord", "n1", false); err != nil || n != 0 {
 		t.Fatalf("ReleaseInbox(discord, n1) = %d, %v; want 0", n, err)
 	}
-	if n, err := ib.ReleaseInbox(ctx, "slack", "n1"); err != nil || n != 2 {
+	if n, err := ib.ReleaseInbox(ctx, "slack", "n1", false); err != nil || n != 2 {
 		t.Fatalf("ReleaseInbox(slack, n1) = %d, %v; want 2", n, err)
 	}
 	wantClaim(t, ib, "n1", at(30*time.Second), 10, []string{"k1", "k2"}, 2, 2)
@@ -318,7 +319,13 @@ func testInboxRestart(t *testing.T, h Harness) {
 	}
 	wantClaim(t, ib, "n4", at(5*time.Minute), 10, []string{"k2", "k3"}, 4, 3)
 	wantClaim(t, ib, "n5", at(10*time.Minute), 10, []string{"k1", "k2", "k3"}, 4, 5, 4)
-	if n, err := ib.ReleaseInbox(ctx, "slack", "n3"); err != nil || n != 0 {
+	if n, err := ib.ReleaseInbox(ctx, "slack", "n3", false); err != nil || n != 0 {
 		t.Fatalf("ReleaseInbox(slack, n3) = %d, %v; want 0 (its claims were taken over)", n, err)
 	}
+
+	// n5 stops before handing them over: their attempts are given back.
+	if n, err := ib.ReleaseInbox(ctx, "slack", "n5", true); err != nil || n != 3 {
+		t.Fatalf("ReleaseInbox(slack, n5, unhanded) = %d, %v; want 3", n, err)
+	}
+	wantClaim(t, ib, "n6", at(10*time.Minute), 10, []string{"k1", "k2", "k3"}, 4, 5, 4)
 }

@@ -311,6 +311,15 @@ func (s Data) ClaimSend(ctx context.Context, key string, at time.Time) (bool, st
 	return claimed, state, nil
 }
 
+// ReleaseSend implements core.Outbox: the claim is told apart by its time.
+func (s Data) ReleaseSend(ctx context.Context, key string, claimedAt time.Time) error {
+	if _, err := s.W.Exec(ctx, `UPDATE outbox SET state = ? WHERE key = ? AND state = ? AND updated_at = ?`,
+		core.SendFailed, key, core.SendSending, claimedAt); err != nil {
+		return fmt.Errorf("release send %s: %w", key, err)
+	}
+	return nil
+}
+
 // SendRef implements core.Outbox.
 func (s Data) SendRef(ctx context.Context, key string) (state, ref string, err error) {
 	err = One(ctx, s.R, `SELECT state, ref FROM outbox WHERE key = ?`, []any{key},
@@ -385,9 +394,10 @@ func (s Data) InboxBacklog(ctx context.Context) (map[string]core.InboxBacklog, e
 }
 
 // ReleaseInbox implements core.Inbox.
-func (s Data) ReleaseInbox(ctx context.Context, platform, owner string) (int, error) {
-	n, err := s.W.Exec(ctx, `UPDATE inbox SET claimed_by = '', claim_until = `+s.Dialect.Unset+`
-		WHERE platform = ? AND claimed_by = ? AND processed_at IS NULL`, platform, owner)
+func (s Data) ReleaseInbox(ctx context.Context, platform, owner string, unhanded bool) (int, error) {
+	n, err := s.W.Exec(ctx, `UPDATE inbox SET claimed_by = '', claim_until = `+s.Dialect.Unset+`,
+		attempts = CASE WHEN ? AND attempts > 0 THEN attempts - 1 ELSE attempts END
+		WHERE platform = ? AND claimed_by = ? AND processed_at IS NULL`, unhanded, platform, owner)
 	if err != nil {
 		return 0, fmt.Errorf("release inbox claims of %s: %w", owner, err)
 	}
