@@ -33,6 +33,12 @@ type Outbox interface {
 	// SetSendState records the outcome of a claimed send: SendSent with the
 	// platform's ref, SendFailed or SendUncertain.
 	SetSendState(ctx context.Context, key, state, ref string, at time.Time) error
+	// ReleaseSend gives back the claim ClaimSend made at claimedAt when its
+	// answer was lost (an error, though the claim may have been recorded),
+	// before any platform call: the entry is SendFailed again, claimable.
+	// Nothing changes when that claim was not recorded or is not the
+	// entry's any more.
+	ReleaseSend(ctx context.Context, key string, claimedAt time.Time) error
 	// SendRef returns the state of the message named key and its platform
 	// ref (set once sent), or ErrNotFound when nothing was claimed.
 	SendRef(ctx context.Context, key string) (state, ref string, err error)

@@ -64,14 +64,21 @@ func (s Sender) Now() time.Time { return s.Clock.Now().UTC() }
 // did or may have. A refusal is returned as an error.
 func (s Sender) PostOnce(ctx context.Context, key string, post func(context.Context) (ref string, err error)) (Sent, error) {
 	now := func() time.Time { return s.Clock.Now().UTC() }
-	claimed, state, err := s.Outbox.ClaimSend(ctx, key, now())
+	at := now()
+	claimed, state, err := s.Outbox.ClaimSend(ctx, key, at)
 	if err != nil {
+		// The claim may have been recorded, its answer lost: nothing was
+		// posted, so give it back, or the next attempt takes it for a post
+		// whose outcome is unknown and never posts.
+		if rerr := s.record(ctx, func(ctx context.Context) error { return s.Outbox.ReleaseSend(ctx, key, at) }); rerr != nil {
+			s.log().Warn(s.Platform+" message claim not given back; a later attempt will not post it", "key", key, "err", rerr)
+		}
 		return Sent{}, err
 	}
 	if !claimed {
 		if state == core.SendSending {
 			s.log().Warn(s.Platform+" message outcome unknown after an earlier attempt; not posting it again", "key", key)
-			return Sent{State: core.SendUncertain}, s.Outbox.SetSendState(ctx, key, core.SendUncertain, "", now())
+			return Sent{State: core.SendUncertain}, s.setState(ctx, key, core.SendUncertain, "")
 		}
 		res := Sent{State: state}
 		if state == core.SendSent {
@@ -83,14 +90,41 @@ func (s Sender) PostOnce(ctx context.Context, key string, post func(context.Cont
 	switch {
 	case err != nil && s.MaybePosted(err):
 		s.log().Warn(s.Platform+" message may have been posted; not posting it again", "key", key, "err", err)
-		return Sent{State: core.SendUncertain}, s.Outbox.SetSendState(ctx, key, core.SendUncertain, "", now())
+		return Sent{State: core.SendUncertain}, s.setState(ctx, key, core.SendUncertain, "")
 	case err != nil:
-		if serr := s.Outbox.SetSendState(ctx, key, core.SendFailed, "", now()); serr != nil {
+		if serr := s.setState(ctx, key, core.SendFailed, ""); serr != nil {
 			return Sent{}, errors.Join(err, serr)
 		}
 		return Sent{State: core.SendFailed}, err
 	}
-	return Sent{Posted: true, State: core.SendSent, Ref: ref}, s.Outbox.SetSendState(ctx, key, core.SendSent, ref, now())
+	return Sent{Posted: true, State: core.SendSent, Ref: ref}, s.setState(ctx, key, core.SendSent, ref)
+}
+
+// setState records the outcome of a platform call (record).
+func (s Sender) setState(ctx context.Context, key, state, ref string) error {
+	return s.record(ctx, func(ctx context.Context) error {
+		return s.Outbox.SetSendState(ctx, key, state, ref, s.Now())
+	})
+}
+
+// record writes what a platform call left to know, even when ctx has ended
+// meanwhile (the job stopping), and tries again after a store blip: an
+// outcome not written is one the next attempt cannot know (a card's ref,
+// which its clicks are checked against).
+func (s Sender) record(ctx context.Context, write func(context.Context) error) error {
+	var err error
+	for i, pause := range []time.Duration{0, 200 * time.Millisecond, time.Second} {
+		if i > 0 {
+			time.Sleep(pause)
+		}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		err = write(wctx)
+		cancel()
+		if err == nil || errors.Is(err, core.ErrNotFound) {
+			return err
+		}
+	}
+	return err
 }
 
 func (s Sender) log() *slog.Logger {

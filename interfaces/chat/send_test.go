@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/interfaces/chat"
@@ -57,6 +58,65 @@ func TestSenderPostsOnce(t *testing.T) {
 
 // A notifier without its outbox or its client is refused at start, naming
 // the platform; with both, its posts go through the outbox.
+// lossyOutbox is the store's outbox, except that its first ClaimSend is
+// recorded and then answers an error (a connection lost at COMMIT), or its
+// first SetSendState(sent) fails (a blip right after the platform call).
+type lossyOutbox struct {
+	core.Outbox
+	claimLost, sentLost bool
+}
+
+func (o *lossyOutbox) ClaimSend(ctx context.Context, key string, at time.Time) (bool, string, error) {
+	ok, state, err := o.Outbox.ClaimSend(ctx, key, at)
+	if o.claimLost {
+		o.claimLost = false
+		return false, "", errors.New("claim send " + key + ": conn closed")
+	}
+	return ok, state, err
+}
+
+func (o *lossyOutbox) SetSendState(ctx context.Context, key, state, ref string, at time.Time) error {
+	if o.sentLost && state == core.SendSent {
+		o.sentLost = false
+		return errors.New("set send state: conn closed")
+	}
+	return o.Outbox.SetSendState(ctx, key, state, ref, at)
+}
+
+// A store answer lost around a post loses neither the message nor its
+// ref: a claim recorded though ClaimSend failed is given back (else the
+// retry took it for a post of unknown outcome and never posted), and a
+// sent outcome whose first write failed is written (else a card's clicks,
+// checked against its ref, were all refused).
+func TestSenderSurvivesLostStoreAnswers(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		ob   func(core.Outbox) *lossyOutbox
+	}{
+		{"claim answer lost", func(o core.Outbox) *lossyOutbox { return &lossyOutbox{Outbox: o, claimLost: true} }},
+		{"sent state lost", func(o core.Outbox) *lossyOutbox { return &lossyOutbox{Outbox: o, sentLost: true} }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			db := openDB(t)
+			s := chat.Sender{Outbox: tt.ob(db), Clock: core.SystemClock{}, Platform: "slack"}
+			posts := 0
+			post := func(context.Context) (string, error) { posts++; return "1700000000.000100", nil }
+			key := core.CardKey("slack", "apr_1")
+			for attempt := 1; attempt <= 3; attempt++ { // the job and its retries
+				if _, err := s.PostOnce(t.Context(), key, post); err == nil {
+					break
+				}
+			}
+			state, ref, err := db.SendRef(t.Context(), key)
+			if posts != 1 || err != nil || state != core.SendSent || ref != "1700000000.000100" {
+				t.Errorf("posted %d times, outbox %q %q %v; want once, sent with its ref", posts, state, ref, err)
+			}
+		})
+	}
+}
+
 func TestNotifierConfigPoster(t *testing.T) {
 	t.Parallel()
 	db := openDB(t)

@@ -1551,6 +1551,35 @@ func testOutbox(t *testing.T, h Harness) {
 		t.Errorf("SendRef(k2) after uncertain = %q, %v; want uncertain", state, err)
 	}
 	wantErr(t, "SetSendState uncertain of an unknown key", ob.SetSendState(ctx, "nope", core.SendUncertain, "", at(0)), core.ErrNotFound)
+
+	// A claim whose answer was lost is given back by its time (to the
+	// nanosecond the caller had: the store may keep less); another claim
+	// of the key, or an outcome, stays.
+	claimedAt := at(3 * time.Second).Add(1234567 * time.Nanosecond)
+	if ok, _, err := ob.ClaimSend(ctx, "k3", claimedAt); err != nil || !ok {
+		t.Fatalf("ClaimSend(k3) = %v, %v", ok, err)
+	}
+	for _, other := range []time.Time{claimedAt.Add(time.Millisecond), claimedAt.Add(-time.Second)} {
+		if err := ob.ReleaseSend(ctx, "k3", other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ob.ReleaseSend(ctx, "k1", at(0)); err != nil {
+		t.Fatal(err)
+	}
+	if state, _, err := ob.SendRef(ctx, "k3"); err != nil || state != core.SendSending {
+		t.Errorf("SendRef(k3) after releasing another claim = %q, %v; want sending", state, err)
+	}
+	if state, ref, err := ob.SendRef(ctx, "k1"); err != nil || state != core.SendSent || ref != "1.0001" {
+		t.Errorf("SendRef(k1) after a release = %q, %q, %v; want sent, 1.0001 kept", state, ref, err)
+	}
+	if err := ob.ReleaseSend(ctx, "k3", claimedAt); err != nil {
+		t.Fatal(err)
+	}
+	claim("k3", true, core.SendSending) // given back: claimable again
+	if err := ob.ReleaseSend(ctx, "nope", at(0)); err != nil {
+		t.Errorf("ReleaseSend of an unknown key: %v, want nothing done", err)
+	}
 }
 
 // testApprovalJobs: every change of an approval (created, decided, cancelled
