@@ -472,9 +472,18 @@ func (e *Engine) handle(ctx context.Context, job Job) {
 	}
 	jctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
+	lost := stop
+	if job.Kind == JobRun {
+		// The run's claim, with a heartbeat of its own, keeps other
+		// workers off the run: a job lease lost or not extended (Redis
+		// flushed or down) only means the job may be delivered again,
+		// where the claim turns it away. Stopping the step would cut its
+		// tool call short, to be called again.
+		lost = func(error) {}
+	}
 	go e.heartbeat(jctx, func(ctx context.Context) error {
 		return e.cfg.Queue.Extend(ctx, job, e.cfg.ClaimTTL)
-	}, stop)
+	}, lost)
 
 	var err error
 	var runID string

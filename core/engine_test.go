@@ -129,6 +129,8 @@ type harness struct {
 	queue func(core.Queue) core.Queue
 	// claimTTL, when set before start, is the engine's ClaimTTL.
 	claimTTL time.Duration
+	// store, when set before start, wraps the store the engine uses.
+	store func(core.Store) core.Store
 }
 
 func newHarness(t testing.TB, agents map[string]*core.Agent, opts sqlite.Options, with ...func(*harness)) *harness {
@@ -163,7 +165,11 @@ func (h *harness) start(opts sqlite.Options) {
 	if h.queue != nil {
 		q = h.queue(db)
 	}
-	eng, err := core.NewEngine(core.EngineConfig{Store: db, Queue: q, Agents: h.agents, Hub: h.hub, Clock: h.clock, Workers: 4, Logger: opts.Logger,
+	var st core.Store = db
+	if h.store != nil {
+		st = h.store(db)
+	}
+	eng, err := core.NewEngine(core.EngineConfig{Store: st, Queue: q, Agents: h.agents, Hub: h.hub, Clock: h.clock, Workers: 4, Logger: opts.Logger,
 		Progress: h.progress, Blobs: h.blobs, ClaimTTL: h.claimTTL})
 	if err != nil {
 		h.t.Fatal(err)

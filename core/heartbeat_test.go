@@ -11,13 +11,13 @@ import (
 	"github.com/agentgate/agentgate/store/sqlite"
 )
 
-// hangingExtend is a queue whose lease extends hang until their context
+// hangingClaim is a store whose claim extends hang until their context
 // ends: a store that stopped answering.
-type hangingExtend struct {
-	core.Queue
+type hangingClaim struct {
+	core.Store
 }
 
-func (hangingExtend) Extend(ctx context.Context, _ core.Job, _ time.Duration) error {
+func (hangingClaim) ExtendClaim(ctx context.Context, _, _ string, _ time.Time) error {
 	<-ctx.Done()
 	return ctx.Err()
 }
@@ -34,68 +34,124 @@ func (m *stuckModel) Generate(ctx context.Context, _ core.ModelRequest, _ func(s
 	return core.ModelResponse{}, ctx.Err()
 }
 
-// TestHangingExtendStopsTheWork: a worker whose lease extends hang stops
-// its step before the lease can run out, as when they fail: otherwise
-// another worker takes the job over while the first still runs it (a tool
+// TestHangingExtendStopsTheWork: a worker whose claim extends hang stops
+// its step before the claim can run out, as when they fail: otherwise
+// another worker takes the run over while the first still runs it (a tool
 // called twice at once).
 func TestHangingExtendStopsTheWork(t *testing.T) {
 	t.Parallel()
 	m := &stuckModel{stopped: make(chan struct{})}
 	h := newHarness(t, map[string]*core.Agent{"a": {Model: m}}, sqlite.Options{}, func(h *harness) {
 		h.claimTTL = 300 * time.Millisecond
-		h.queue = func(q core.Queue) core.Queue { return hangingExtend{q} }
+		h.store = func(s core.Store) core.Store { return hangingClaim{s} }
 	})
 	h.submit("a", "", "hi")
 	select {
 	case <-m.stopped:
 	case <-time.After(20 * time.Second):
-		t.Fatal("the step went on while the lease's extends hung")
+		t.Fatal("the step went on while the claim's extends hung")
 	}
 }
 
-// failingExtend is a queue whose lease extends fail after the first.
-type failingExtend struct {
-	core.Queue
+// failingClaim is a store whose claim extends fail after the first.
+type failingClaim struct {
+	core.Store
 	mu    sync.Mutex
 	calls int
 }
 
-func (q *failingExtend) Extend(ctx context.Context, job core.Job, ttl time.Duration) error {
-	q.mu.Lock()
-	q.calls++
-	n := q.calls
-	q.mu.Unlock()
+func (s *failingClaim) ExtendClaim(ctx context.Context, id, owner string, until time.Time) error {
+	s.mu.Lock()
+	s.calls++
+	n := s.calls
+	s.mu.Unlock()
 	if n == 1 {
-		return q.Queue.Extend(ctx, job, ttl)
+		return s.Store.ExtendClaim(ctx, id, owner, until)
 	}
 	return errors.New("store unavailable")
 }
 
-func (q *failingExtend) failed() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.calls - 1
+func (s *failingClaim) failed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls - 1
 }
 
-// TestFailingExtendsStopTheWork: extends come every third of the lease's
+// TestFailingExtendsStopTheWork: extends come every third of the claim's
 // time; after the last one that worked, the work stops at the second
-// failure, while the lease still holds, not at the third, when it has run
+// failure, while the claim still holds, not at the third, when it has run
 // out.
 func TestFailingExtendsStopTheWork(t *testing.T) {
 	t.Parallel()
 	m := &stuckModel{stopped: make(chan struct{})}
-	q := &failingExtend{}
+	st := &failingClaim{}
 	h := newHarness(t, map[string]*core.Agent{"a": {Model: m}}, sqlite.Options{}, func(h *harness) {
 		h.claimTTL = 3 * time.Second
-		h.queue = func(inner core.Queue) core.Queue { q.Queue = inner; return q }
+		h.store = func(inner core.Store) core.Store { st.Store = inner; return st }
 	})
 	h.submit("a", "", "hi")
 	select {
 	case <-m.stopped:
 	case <-time.After(20 * time.Second):
-		t.Fatal("the step went on while the lease's extends failed")
+		t.Fatal("the step went on while the claim's extends failed")
 	}
-	if n := q.failed(); n != 2 {
+	if n := st.failed(); n != 2 {
 		t.Errorf("the work stopped after %d failed extends, want 2", n)
 	}
+}
+
+// lostLease is a queue that answers every lease extend with ErrLeaseLost
+// (Redis flushed), and tells when it did.
+type lostLease struct {
+	core.Queue
+	once sync.Once
+	lost chan struct{}
+}
+
+func (q *lostLease) Extend(context.Context, core.Job, time.Duration) error {
+	q.once.Do(func() { close(q.lost) })
+	return core.ErrLeaseLost
+}
+
+// patientModel answers a while after the queue said the job's lease was
+// lost, unless its context ends first.
+type patientModel struct {
+	q           *lostLease
+	interrupted chan struct{}
+}
+
+func (m *patientModel) Generate(ctx context.Context, _ core.ModelRequest, _ func(string)) (core.ModelResponse, error) {
+	select {
+	case <-m.q.lost:
+	case <-ctx.Done():
+	}
+	select {
+	case <-time.After(300 * time.Millisecond): // time for the heartbeat to act on it
+		return core.ModelResponse{Text: "done"}, nil
+	case <-ctx.Done():
+		close(m.interrupted)
+		return core.ModelResponse{}, ctx.Err()
+	}
+}
+
+// TestLostJobLeaseLeavesTheStepAlone: a run step whose job lease is lost
+// (Redis flushed, or down) goes on under the run's claim, which keeps
+// other workers off the run; it is not cut short, to be called again.
+func TestLostJobLeaseLeavesTheStepAlone(t *testing.T) {
+	t.Parallel()
+	q := &lostLease{lost: make(chan struct{})}
+	m := &patientModel{q: q, interrupted: make(chan struct{})}
+	h := newHarness(t, map[string]*core.Agent{"a": {Model: m}}, sqlite.Options{}, func(h *harness) {
+		h.claimTTL = 300 * time.Millisecond
+		h.queue = func(inner core.Queue) core.Queue { q.Queue = inner; return q }
+	})
+	run := h.submit("a", "", "hi")
+	h.wait(run.ID, "completed or interrupted", func(r core.Run) bool {
+		select {
+		case <-m.interrupted:
+			t.Fatal("the step was cut short when its job lease was lost")
+		default:
+		}
+		return r.Status == core.RunCompleted
+	})
 }
