@@ -131,6 +131,10 @@ func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, e
 		if err != nil {
 			return nil, fmt.Errorf("AGENTGATE_DATABASE_URL: %w", err)
 		}
+		if err := checkClock(ctx, s); err != nil {
+			pg.Close()
+			return nil, err
+		}
 		db, desc, blobs = pg, "postgres (schema "+pg.Schema()+")", pg
 		janitor = 30 * time.Second // replicas: a safety net for runs whose job went missing
 	case s.RedisURL != "":
@@ -229,4 +233,28 @@ func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, e
 func newRetention(r config.Retention, b *backend, clock core.Clock, log *slog.Logger, pruned func(core.Prunable, int)) *retention.Pruner {
 	return retention.New(retention.Config{Keep: r.Keep(), Targets: b.pruners, Every: r.Every, Batch: r.Batch,
 		Clock: clock, Logger: log, Pruned: pruned})
+}
+
+// checkClock refuses to serve from a host whose clock is too far off the
+// database's. Replicas compare claims and leases each set from its own
+// clock: one whose clock is ahead by two thirds of the claim TTL takes over
+// runs another replica is still running, and calls their tools again.
+func checkClock(ctx context.Context, s Settings) error {
+	before := time.Now()
+	_, dbNow, err := postgres.Inspect(ctx, s.DatabaseURL, s.DatabaseSchema)
+	if err != nil {
+		return fmt.Errorf("AGENTGATE_DATABASE_URL: read the database's clock: %w", err)
+	}
+	return clockSkewError(before, dbNow, time.Now(), cmp.Or(s.ClaimTTL, 30*time.Second))
+}
+
+// clockSkewError is checkClock's verdict on the database's time dbNow,
+// read between before and after: at most a sixth of the claim TTL off.
+func clockSkewError(before, dbNow, after time.Time, ttl time.Duration) error {
+	skew := before.Add(after.Sub(before) / 2).Sub(dbNow)
+	if limit := ttl / 6; skew.Abs() > limit {
+		return fmt.Errorf("this host's clock is %s off the database's (more than %s): replicas would take over each other's runs and call their tools again; sync the clock (NTP) and start again",
+			skew.Round(time.Millisecond), limit)
+	}
+	return nil
 }
