@@ -131,6 +131,10 @@ type harness struct {
 	claimTTL time.Duration
 	// store, when set before start, wraps the store the engine uses.
 	store func(core.Store) core.Store
+	// janitor, when set before start, is the engine's JanitorInterval.
+	janitor time.Duration
+	// drain, when set before start, is the engine's DrainTimeout.
+	drain time.Duration
 }
 
 func newHarness(t testing.TB, agents map[string]*core.Agent, opts sqlite.Options, with ...func(*harness)) *harness {
@@ -170,7 +174,8 @@ func (h *harness) start(opts sqlite.Options) {
 		st = h.store(db)
 	}
 	eng, err := core.NewEngine(core.EngineConfig{Store: st, Queue: q, Agents: h.agents, Hub: h.hub, Clock: h.clock, Workers: 4, Logger: opts.Logger,
-		Progress: h.progress, Blobs: h.blobs, ClaimTTL: h.claimTTL})
+		Progress: h.progress, Blobs: h.blobs, ClaimTTL: h.claimTTL,
+		JanitorInterval: h.janitor, DrainTimeout: h.drain})
 	if err != nil {
 		h.t.Fatal(err)
 	}

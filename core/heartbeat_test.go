@@ -155,3 +155,49 @@ func TestLostJobLeaseLeavesTheStepAlone(t *testing.T) {
 		return r.Status == core.RunCompleted
 	})
 }
+
+// interruptedModel hangs (until its context ends: the gateway stops) on
+// its first calls, then answers.
+type interruptedModel struct {
+	mu      sync.Mutex
+	calls   int
+	hangs   int
+	started chan struct{}
+}
+
+func (m *interruptedModel) Generate(ctx context.Context, _ core.ModelRequest, _ func(string)) (core.ModelResponse, error) {
+	m.mu.Lock()
+	m.calls++
+	hang := m.calls <= m.hangs
+	m.mu.Unlock()
+	if !hang {
+		return core.ModelResponse{Text: "done"}, nil
+	}
+	m.started <- struct{}{}
+	<-ctx.Done()
+	return core.ModelResponse{}, ctx.Err()
+}
+
+// TestJanitorRescuesARunWhoseJobDied: a step interrupted at every delivery
+// (the gateway stopped during a long call, again and again) has its job
+// dead-lettered when it is next dequeued; on the embedded store the
+// janitor gives the still running run a job again, without a restart.
+func TestJanitorRescuesARunWhoseJobDied(t *testing.T) {
+	t.Parallel()
+	const maxAttempts = 3
+	m := &interruptedModel{hangs: maxAttempts, started: make(chan struct{}, maxAttempts)}
+	opts := sqlite.Options{MaxAttempts: maxAttempts}
+	h := newHarness(t, map[string]*core.Agent{"a": {Model: m}}, opts, func(h *harness) {
+		h.janitor, h.drain = 200*time.Millisecond, 100*time.Millisecond
+	})
+	run := h.submit("a", "", "hi")
+	for range maxAttempts {
+		select {
+		case <-m.started:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the step was not delivered again after a restart")
+		}
+		h.restart(opts)
+	}
+	h.waitStatus(run.ID, core.RunCompleted)
+}

@@ -114,6 +114,10 @@ func createPrivate(path string) error {
 	return f.Close()
 }
 
+// embeddedJanitor is how often the embedded store's queued and running
+// runs are given a job again (one they hold already is not doubled).
+const embeddedJanitor = 5 * time.Minute
+
 // openBackend picks the store (SQLite in the data dir, or PostgreSQL) and the
 // queue (the store's own, or Redis Streams).
 func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, error) {
@@ -166,6 +170,10 @@ func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, e
 			return nil, err
 		}
 		db, desc, alone = lite, "sqlite "+lite.Path(), true
+		// Jobs commit with the state, but a run can still lose its job: a
+		// step interrupted at every delivery is dead-lettered when next
+		// dequeued, and a job after a step may fail to be queued.
+		janitor = embeddedJanitor
 		closeDB = func() error { defer unlock(); return lite.Close() }
 	}
 	if s.JanitorInterval > 0 {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // lockedBuffer is a log sink safe for the store's background goroutines.
@@ -81,5 +82,23 @@ func TestDataDirPrivate(t *testing.T) {
 				t.Errorf("warned about the mode: %v, want %v; logs:\n%s", warned, tt.warned, logs.String())
 			}
 		})
+	}
+}
+
+// The embedded store has a janitor too: a run whose job was dead-lettered
+// (its step interrupted at every delivery) gets one again without a
+// restart; AGENTGATE_JANITOR_INTERVAL sets how often.
+func TestEmbeddedJanitor(t *testing.T) {
+	for _, tt := range []struct {
+		set, want time.Duration
+	}{{0, embeddedJanitor}, {time.Minute, time.Minute}} {
+		b, err := openBackend(t.Context(), Settings{DataDir: t.TempDir(), JanitorInterval: tt.set}.withDefaults(), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.janitor != tt.want {
+			t.Errorf("janitor with AGENTGATE_JANITOR_INTERVAL=%s: %s, want %s", tt.set, b.janitor, tt.want)
+		}
+		b.close()
 	}
 }

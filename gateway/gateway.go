@@ -73,7 +73,7 @@ type Settings struct {
 	// without a heartbeat; a dead node's work moves after it. 0 = 30s.
 	ClaimTTL time.Duration
 	// JanitorInterval is how often queued and running runs are re-enqueued
-	// from the store; 0 = 30s with DatabaseURL, off on the embedded store.
+	// from the store; 0 = 30s with DatabaseURL, 5m on the embedded store.
 	JanitorInterval time.Duration
 	// Version is this build's version, logged at start; MCP clients see it
 	// as BuildVersion completes it. "" = "dev".
