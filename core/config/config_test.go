@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -285,5 +286,49 @@ mcp_servers:
 		if tc.got.Required != tc.required {
 			t.Errorf("%s: required = %v, want %v", tc.what, tc.got.Required, tc.required)
 		}
+	}
+}
+
+// Of several globs that ask for approval, a broad one does not undo what a
+// narrower one asks: the most specific names the approvers, any one's
+// exclude_requester and the shortest timeout hold. A tool name holding '/'
+// is matched by '*' like any other.
+func TestMCPToolApprovalGlobsMerge(t *testing.T) {
+	c, err := config.Parse([]byte(`
+agents: {a: {model: {provider: demo}, mcp_servers: [gh]}}
+mcp_servers:
+  gh:
+    url: "http://127.0.0.1:8931/mcp"
+    approval: {required: false}
+    tools:
+      "*": {approval: {required: true, timeout: 5m}}
+      "delete_*": {approval: {required: true, approvers: [U0ALICE], exclude_requester: true}}
+      "*delete*": {approval: {required: true, timeout: 30m}}
+      "delete_prod_*": {approval: {required: true, approvers: [U0BOB]}}
+`), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh := c.MCPServers["gh"]
+	for _, tc := range []struct {
+		name      string
+		approvers []string
+		exclude   bool
+		timeout   time.Duration
+	}{
+		{"delete_repo", []string{"U0ALICE"}, true, 5 * time.Minute},
+		{"delete_prod_db", []string{"U0BOB"}, true, 5 * time.Minute},
+		{"list_repos", nil, false, 5 * time.Minute},
+		{"github/delete_repo", nil, false, 5 * time.Minute}, // "*" and "*delete*"
+	} {
+		got := gh.ToolApproval(tc.name, true)
+		if !got.Required || !slices.Equal(got.Approvers, tc.approvers) || got.ExcludeRequester != tc.exclude || got.Timeout != tc.timeout {
+			t.Errorf("%s: %+v, want required, approvers %v, exclude_requester %v, timeout %s", tc.name, got, tc.approvers, tc.exclude, tc.timeout)
+		}
+	}
+	// Without the "*" rule, the name with '/' is still caught by "*delete*".
+	delete(gh.Tools, "*")
+	if got := gh.ToolApproval("github/delete_repo", true); !got.Required || got.Timeout != 30*time.Minute {
+		t.Errorf("github/delete_repo: %+v, want required by *delete*", got)
 	}
 }

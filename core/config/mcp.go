@@ -6,6 +6,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/agentgate/agentgate/core"
 )
 
 // MCPServer is an MCP server whose tools agents may call
@@ -51,13 +53,30 @@ func (s MCPServer) ToolApproval(name string, readOnly bool) Approval {
 	if t, ok := s.Tools[name]; ok {
 		return t.Approval
 	}
-	// Globs next: of several that match, one that asks for approval wins.
+	// Globs next: of several that match, one that asks for approval wins;
+	// of those that ask, the most specific (most characters that are not
+	// wildcards) says who decides, with every one's exclude_requester and
+	// the shortest timeout: a broad "*" does not undo what "delete_*" asks.
 	var match *Approval
+	best := -1
 	for _, g := range sortedKeys(s.Tools) {
-		if ok, _ := path.Match(g, name); ok && strings.ContainsAny(g, "*?[") {
-			if a := s.Tools[g].Approval; match == nil || a.Required && !match.Required {
-				match = &a
+		if !strings.ContainsAny(g, "*?[") || !core.MatchTool(g, name) {
+			continue
+		}
+		a := s.Tools[g].Approval
+		switch {
+		case match == nil || a.Required && !match.Required:
+			match, best = &a, literals(g)
+		case a.Required && match.Required:
+			merged := *match
+			if n := literals(g); n > best {
+				merged.Approvers, best = a.Approvers, n
 			}
+			merged.ExcludeRequester = merged.ExcludeRequester || a.ExcludeRequester
+			if a.Timeout > 0 && (merged.Timeout == 0 || a.Timeout < merged.Timeout) {
+				merged.Timeout = a.Timeout
+			}
+			match = &merged
 		}
 	}
 	if match != nil {
@@ -67,6 +86,11 @@ func (s MCPServer) ToolApproval(name string, readOnly bool) Approval {
 		return *s.Approval
 	}
 	return Approval{Required: !readOnly}
+}
+
+// literals counts the characters of glob g that are not wildcards.
+func literals(g string) int {
+	return len(g) - strings.Count(g, "*") - strings.Count(g, "?")
 }
 
 func (c *Config) validateMCP() []string {

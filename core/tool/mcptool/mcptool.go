@@ -119,7 +119,7 @@ type Config struct {
 	URL     string
 	Headers map[string]string
 
-	// Allow lists the tools agents may use, as path.Match globs ("get_*");
+	// Allow lists the tools agents may use, as globs ("get_*", core.MatchTool);
 	// empty means all. Deny removes tools from that and wins.
 	Allow, Deny []string
 
@@ -334,13 +334,13 @@ func (s *Server) Close() error {
 func (s *Server) allowed(name string) bool {
 	ok := len(s.cfg.Allow) == 0
 	for _, p := range s.cfg.Allow {
-		if m, _ := path.Match(p, name); m {
+		if core.MatchTool(p, name) {
 			ok = true
 			break
 		}
 	}
 	for _, p := range s.cfg.Deny {
-		if m, _ := path.Match(p, name); m {
+		if core.MatchTool(p, name) {
 			return false
 		}
 	}

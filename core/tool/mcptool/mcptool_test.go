@@ -362,6 +362,32 @@ func TestAllowDeny(t *testing.T) {
 	}
 }
 
+// Allow and deny globs name tools whose names hold '/' (a proxy's
+// "github/delete_repo") as they name others: a deny of "*delete*" or "*"
+// is not slipped past by a slash.
+func TestAllowDenyNamesWithSlashes(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		allow, deny []string
+		name        string
+		want        bool
+	}{
+		{nil, []string{"*delete*"}, "github/delete_repo", false},
+		{nil, []string{"*"}, "github/list_repos", false},
+		{[]string{"github/*"}, nil, "github/list_repos", true},
+		{[]string{"get_*"}, nil, "github/get_repo", false},
+		{[]string{"*get_*"}, []string{"*/delete_*"}, "github/get_repo", true},
+	} {
+		srv, err := New(Config{Name: "proxy", Command: "proxy-mcp", Allow: tt.allow, Deny: tt.deny})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := srv.allowed(tt.name); got != tt.want {
+			t.Errorf("allow %q, deny %q: %s allowed = %v, want %v", tt.allow, tt.deny, tt.name, got, tt.want)
+		}
+	}
+}
+
 func TestCall(t *testing.T) {
 	t.Parallel()
 	f := newStdio(t, nil)
