@@ -63,19 +63,27 @@ type AgentTool struct {
 	Origin string
 }
 
-// tools returns the agent's tools and those of its tool sets.
+// tools returns the agent's tools and those of its tool sets. A name is
+// one tool: the agent's own wins, then the first set's (the order of the
+// agent's mcp_servers). A model offered two tools of one name could not
+// say which it calls (and some providers refuse the request).
 func (a *Agent) tools(ctx context.Context) ([]AgentTool, error) {
 	if len(a.ToolSets) == 0 {
 		return a.Tools, nil
 	}
 	all := append([]AgentTool(nil), a.Tools...)
+	taken := make(map[string]bool, len(all))
+	for _, t := range all {
+		taken[t.Spec.Name] = true
+	}
 	for _, set := range a.ToolSets {
 		ts, err := set.Tools(ctx)
 		if err != nil {
 			return nil, err
 		}
 		for _, t := range ts {
-			if _, own := a.Tool(t.Spec.Name); !own {
+			if !taken[t.Spec.Name] {
+				taken[t.Spec.Name] = true
 				all = append(all, t)
 			}
 		}

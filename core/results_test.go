@@ -198,6 +198,37 @@ func TestToolSetToolsNeedApprovalLikeOthers(t *testing.T) {
 	}
 }
 
+// staticTools is a tool set that always lists the same tools.
+type staticTools []core.AgentTool
+
+func (s staticTools) Tools(context.Context) ([]core.AgentTool, error) { return s, nil }
+
+// Two MCP servers listing the same tool name: the model is offered one
+// tool of that name, the first server's, and the call goes to it.
+func TestToolSetsShareNoName(t *testing.T) {
+	t.Parallel()
+	staging, prod := &recTool{}, &recTool{}
+	sql := func(tool core.Tool, origin string) core.AgentTool {
+		return core.AgentTool{Spec: core.ToolSpec{Name: "run_sql", Parameters: json.RawMessage(`{"type":"object"}`)}, Tool: tool, Origin: origin}
+	}
+	m := &scriptModel{Func: func(n int, req core.ModelRequest) (core.ModelResponse, error) {
+		if n == 1 {
+			return core.ModelResponse{ToolCalls: []core.ToolCall{{ID: "q", Name: "run_sql", Arguments: json.RawMessage(`{"query":"select 1"}`)}}}, nil
+		}
+		return core.ModelResponse{Text: "done"}, nil
+	}}
+	a := &core.Agent{Model: m, ToolSets: []core.ToolSet{staticTools{sql(staging, "mcp:staging")}, staticTools{sql(prod, "mcp:prod")}}}
+	h := newHarness(t, map[string]*core.Agent{"a": a}, sqlite.Options{})
+	run := h.submit("a", "", "count the rows")
+	h.waitStatus(run.ID, core.RunCompleted)
+	if got := strings.Join(toolNamesOf(m.requests()[0]), ","); got != "run_sql" {
+		t.Fatalf("tools offered = %s, want run_sql once", got)
+	}
+	if len(staging.Calls()) != 1 || len(prod.Calls()) != 0 {
+		t.Fatalf("calls: staging %d, prod %d; want the first server's tool only", len(staging.Calls()), len(prod.Calls()))
+	}
+}
+
 // failures records the retry delay the engine asks for with each Fail.
 type failures struct {
 	core.Queue
