@@ -79,9 +79,9 @@ type EngineConfig struct {
 	// heartbeat; a crashed node's runs are taken over after it. Default 30s.
 	ClaimTTL time.Duration
 	// JanitorInterval is how often every queued or running run gets its job
-	// enqueued again, in case an external queue lost it (the store is the
-	// source of truth). 0 = only at start, right for the embedded queue,
-	// which commits jobs with the state.
+	// enqueued again (one it holds already is not doubled), in case an
+	// external queue lost it (the store is the source of truth), or its
+	// job was dead-lettered or not queued. 0 = only at start.
 	JanitorInterval time.Duration
 	// DrainTimeout is how long in-flight steps may finish after shutdown
 	// begins before they are interrupted. Default 10s.
@@ -472,18 +472,14 @@ func (e *Engine) handle(ctx context.Context, job Job) {
 	}
 	jctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	lost := stop
-	if job.Kind == JobRun {
-		// The run's claim, with a heartbeat of its own, keeps other
-		// workers off the run: a job lease lost or not extended (Redis
-		// flushed or down) only means the job may be delivered again,
-		// where the claim turns it away. Stopping the step would cut its
-		// tool call short, to be called again.
-		lost = func(error) {}
-	}
+	// A run job's lease is soft: the run's claim, with a heartbeat of its
+	// own, keeps other workers off the run, so a lease lost or not
+	// extended (Redis flushed or down) only means the job may be delivered
+	// again, where the claim turns it away. Stopping the step would cut
+	// its tool call short, to be called again.
 	go e.heartbeat(jctx, func(ctx context.Context) error {
 		return e.cfg.Queue.Extend(ctx, job, e.cfg.ClaimTTL)
-	}, lost)
+	}, stop, job.Kind == JobRun)
 
 	var err error
 	var runID string
@@ -532,9 +528,13 @@ func (e *Engine) handle(ctx context.Context, job Job) {
 
 // heartbeat calls extend every third of the claim TTL until ctx ends. It
 // stops the work (with the error as cause) when the claim or lease is gone,
-// or when extends kept failing or hanging so that the next one may come
-// after it ran out; a passing failure (a store blip) is only logged.
-func (e *Engine) heartbeat(ctx context.Context, extend func(context.Context) error, stop context.CancelCauseFunc) {
+// or when extends kept failing or hanging so that it may run out before
+// the next one; a passing failure (a store blip) is only logged. Each
+// extend may take a third of the TTL, less when the claim runs out sooner.
+// With soft (a run job's lease: the run's claim guards the run), the work
+// is never stopped: failures are logged, and a lost lease ends the
+// heartbeat.
+func (e *Engine) heartbeat(ctx context.Context, extend func(context.Context) error, stop context.CancelCauseFunc, soft bool) {
 	every := e.cfg.ClaimTTL / 3
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -546,15 +546,28 @@ func (e *Engine) heartbeat(ctx context.Context, extend func(context.Context) err
 		case <-t.C:
 		}
 		start := time.Now()
-		ectx, cancel := context.WithTimeout(ctx, every) // one that hangs has failed
-		err := extend(ectx)
-		cancel()
+		limit := every
+		if !soft {
+			limit = min(every, time.Until(expires)-every/2)
+		}
+		err := errClaimRunningOut
+		if limit > 0 {
+			ectx, cancel := context.WithTimeout(ctx, limit)
+			err = extend(ectx)
+			cancel()
+		}
+		lost := errors.Is(err, ErrClaimLost) || errors.Is(err, ErrLeaseLost)
 		switch {
 		case err == nil:
 			expires = start.Add(e.cfg.ClaimTTL)
 		case ctx.Err() != nil:
 			return
-		case errors.Is(err, ErrClaimLost), errors.Is(err, ErrLeaseLost), time.Until(expires) < every+every/2:
+		case soft && lost:
+			e.log.Warn("job lease lost; the run's claim keeps others off the run", "err", err)
+			return
+		case soft:
+			e.log.Warn("job lease heartbeat failed; retrying", "err", err)
+		case lost, time.Until(expires) < every+every/2:
 			e.log.Warn("lost claim or lease", "err", err)
 			stop(err)
 			return
@@ -563,6 +576,10 @@ func (e *Engine) heartbeat(ctx context.Context, extend func(context.Context) err
 		}
 	}
 }
+
+// errClaimRunningOut stops the work when extends failed until too little
+// of the claim is left to try again.
+var errClaimRunningOut = errors.New("claim heartbeat: extends failed until the claim was about to run out")
 
 // advancing is a run a local worker advances.
 type advancing struct {
@@ -692,7 +709,7 @@ func (e *Engine) advance(ctx context.Context, id, job string, ack *jobAck) (err 
 	}()
 	go e.heartbeat(rctx, func(ctx context.Context) error {
 		return st.ExtendClaim(ctx, id, e.cfg.NodeID, e.cfg.Clock.Now().Add(e.cfg.ClaimTTL))
-	}, cancelCause)
+	}, cancelCause, false)
 
 	r := &runner{e: e, agent: agent, run: run, ack: ack, journal: started.Journal, history: started.History}
 	if e.cfg.Progress != nil {
@@ -704,7 +721,7 @@ func (e *Engine) advance(ctx context.Context, id, job string, ack *jobAck) (err 
 		return nil // cancelled or taken over: nothing more for us to do
 	}
 	if err != nil && ctx.Err() != nil {
-		// Interrupted mid-step at shutdown (or the job's lease was lost):
+		// Interrupted mid-step at shutdown:
 		// give the claim up, so the job handed back runs on another node at
 		// once instead of after the claim expires.
 		cancel() // stops the heartbeat

@@ -201,3 +201,102 @@ func TestJanitorRescuesARunWhoseJobDied(t *testing.T) {
 	}
 	h.waitStatus(run.ID, core.RunCompleted)
 }
+
+// flakyClaim is a store whose first claim extend works, the second fails
+// at once, and the later ones hang; it records how long the third was
+// given.
+type flakyClaim struct {
+	core.Store
+	mu    sync.Mutex
+	calls int
+	given time.Duration // the third extend's time, -1 before it came
+}
+
+func (s *flakyClaim) ExtendClaim(ctx context.Context, id, owner string, until time.Time) error {
+	s.mu.Lock()
+	s.calls++
+	n := s.calls
+	if n == 3 {
+		dl, _ := ctx.Deadline()
+		s.given = time.Until(dl)
+	}
+	s.mu.Unlock()
+	switch n {
+	case 1:
+		return s.Store.ExtendClaim(ctx, id, owner, until)
+	case 2:
+		return errors.New("store unavailable")
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestHangAfterAFailureStopsInTime: after a failed extend, the next one
+// may hang only until half a heartbeat before the claim runs out, so the
+// work stops while the claim holds (given the full third of the TTL, it
+// stopped as the claim ran out).
+func TestHangAfterAFailureStopsInTime(t *testing.T) {
+	t.Parallel()
+	const ttl = 3 * time.Second
+	m := &stuckModel{stopped: make(chan struct{})}
+	st := &flakyClaim{given: -1}
+	h := newHarness(t, map[string]*core.Agent{"a": {Model: m}}, sqlite.Options{}, func(h *harness) {
+		h.claimTTL = ttl
+		h.store = func(inner core.Store) core.Store { st.Store = inner; return st }
+	})
+	h.submit("a", "", "hi")
+	select {
+	case <-m.stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the step went on while the claim's extends failed and hung")
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if every := ttl / 3; st.given > every*3/4 {
+		t.Errorf("the extend after a failure was given %s, want at most half a heartbeat (%s) and the time before the claim runs out", st.given, every/2)
+	}
+}
+
+// downQueue is a queue whose lease extends fail (Redis down), counting
+// them.
+type downQueue struct {
+	core.Queue
+	mu    sync.Mutex
+	calls int
+	third chan struct{}
+}
+
+func (q *downQueue) Extend(context.Context, core.Job, time.Duration) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.calls++; q.calls == 3 {
+		close(q.third)
+	}
+	return errors.New("redis: connection refused")
+}
+
+// waitingModel answers once the queue was asked a third time to extend.
+type waitingModel struct{ q *downQueue }
+
+func (m waitingModel) Generate(ctx context.Context, _ core.ModelRequest, _ func(string)) (core.ModelResponse, error) {
+	select {
+	case <-m.q.third:
+		return core.ModelResponse{Text: "done"}, nil
+	case <-ctx.Done():
+		return core.ModelResponse{}, ctx.Err()
+	}
+}
+
+// TestRunJobLeaseKeptTrying: while Redis is down, a run step goes on and
+// its job's lease is still extended, every heartbeat (so that the job is
+// not delivered again once Redis is back).
+func TestRunJobLeaseKeptTrying(t *testing.T) {
+	t.Parallel()
+	q := &downQueue{third: make(chan struct{})}
+	h := newHarness(t, map[string]*core.Agent{"a": {Model: waitingModel{q}}}, sqlite.Options{}, func(h *harness) {
+		h.claimTTL = 300 * time.Millisecond
+		h.queue = func(inner core.Queue) core.Queue { q.Queue = inner; return q }
+	})
+	run := h.submit("a", "", "hi")
+	h.waitStatus(run.ID, core.RunCompleted)
+}

@@ -54,8 +54,9 @@ type backend struct {
 	// queue is what workers consume: the store's own, or Redis Streams fed
 	// by a relay from the store's outbox.
 	queue core.Queue
-	// janitor re-enqueues active runs periodically when the queue is not the
-	// store's (it may lose jobs); 0 otherwise.
+	// janitor re-enqueues active runs periodically: every 30s when the
+	// queue is not the store's (it may lose jobs), every embeddedJanitor on
+	// the embedded store (a job dead-lettered or not queued).
 	janitor time.Duration
 	// services run beside the engine until shutdown (the relay).
 	services []func(ctx context.Context) error

@@ -53,7 +53,7 @@ Settings (a flag wins over its environment variable):
                                            without a heartbeat; a dead node's work moves after it
                                            (default 30s)
                      AGENTGATE_JANITOR_INTERVAL  how often queued and running runs are re-enqueued
-                                           from the store (default 30s on PostgreSQL, off on SQLite)
+                                           from the store (default 30s on PostgreSQL, 5m on SQLite)
 `
 
 func parseSettings(name string, args []string, stderr io.Writer) (settings, error) {
