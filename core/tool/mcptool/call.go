@@ -94,11 +94,16 @@ func (t *tool) CallFiles(ctx context.Context, args json.RawMessage, idempotencyK
 		req.Params.Meta = &mcp.Meta{AdditionalFields: map[string]any{IdempotencyKeyMeta: idempotencyKey}}
 	}
 	res, err := sess.c.CallTool(ctx, req)
-	if err != nil && (tooLarge.Load() || sess.tooLarge.Load()) {
+	switch {
+	case err != nil && tooLarge.Load():
 		// Over HTTP the session is fine: only this response was cut off.
-		// Over stdio the process was stopped (the next call starts it
-		// again); a call sent meanwhile may have been the one.
 		return "", nil, tooLargeError(t, s.maxMessage)
+	case err != nil && sess.tooLarge.Load():
+		// Over stdio the process was stopped (the next call starts it
+		// again); which call the message answered is not known.
+		return "", nil, &core.ToolError{Message: fmt.Sprintf(
+			"server %s sent a message larger than %s while tool %s ran; it was not read and the server was restarted: the call's outcome is unknown",
+			s.name, core.ByteSize(s.maxMessage), t.name)}
 	}
 	if err != nil {
 		err, answered := s.requestError(ctx, sess, op, err)

@@ -446,14 +446,14 @@ func (s *Server) connect(ctx context.Context) (*session, error) {
 		cmd.Dir = s.cfg.Dir
 		cmd.Stderr = sess.stderr
 		cmd.WaitDelay = time.Second // a grandchild holding stderr open
-		stdio, err := startStdio(cmd, s.maxMessage, func() {
+		stdio, proc, err := startStdio(cmd, s.maxMessage, func() {
 			sess.tooLarge.Store(true)
 			s.lost(sess, fmt.Errorf("%w: a message over %s", errTooLarge, core.ByteSize(s.maxMessage)))
-		})
+		}, s.log)
 		if err != nil {
 			return nil, s.startError("start", err, sess)
 		}
-		sess.cmd, sess.pid, tr = cmd, cmd.Process.Pid, stdio
+		sess.proc, sess.pid, tr = proc, cmd.Process.Pid, stdio
 	} else {
 		var err error
 		// Each message's bytes are bounded, as over stdio.
@@ -474,18 +474,21 @@ func (s *Server) connect(ctx context.Context) (*session, error) {
 	})
 	// Start's context is the session's: the stdio transport keeps it for
 	// the server's requests to the client.
-	if err := sess.c.Start(s.life); err != nil {
-		return nil, s.startError("start", err, sess)
-	}
 	fail := func(step string, err error) (*session, error) {
 		if cerr := context.Cause(ctx); cerr != nil && errors.Is(cerr, context.DeadlineExceeded) {
 			err = fmt.Errorf("timed out after %s: %w", s.startTimeout, err)
+		}
+		if sess.tooLarge.Load() {
+			err = fmt.Errorf("%w: it sent a message over %s", err, core.ByteSize(s.maxMessage))
 		}
 		// Close waits for the process, so its stderr is all there.
 		if exit := sess.close(); exit != nil && sess.pid != 0 {
 			err = fmt.Errorf("%w (process: %v)", err, exit)
 		}
 		return nil, s.startError(step, err, sess)
+	}
+	if err := sess.c.Start(s.life); err != nil {
+		return fail("start", err)
 	}
 	_, err := sess.c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
 		ClientInfo: mcp.Implementation{Name: "agentgate", Version: version()},
@@ -592,7 +595,7 @@ func (s *Server) lost(sess *session, cause error) {
 // session is one running process or HTTP session.
 type session struct {
 	c          *client.Client
-	cmd        *exec.Cmd   // stdio only
+	proc       *stdioProc  // stdio only
 	pid        int         // stdio only
 	stderr     *tail       // stdio only
 	tooLarge   atomic.Bool // stdio: the server sent a message over the limit
@@ -639,8 +642,8 @@ func (sess *session) close() error {
 		sess.stopListen()
 	}
 	err := sess.c.Close()
-	if sess.cmd != nil {
-		return stopStdio(sess.cmd)
+	if sess.proc != nil {
+		return sess.proc.stop()
 	}
 	return err
 }

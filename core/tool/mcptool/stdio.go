@@ -3,6 +3,7 @@ package mcptool
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os/exec"
 	"syscall"
 	"time"
@@ -13,37 +14,51 @@ import (
 // startStdio starts cmd and returns a transport over its stdin and stdout.
 // mcp-go's own stdio transport reads each line of the server's output
 // whole, however long; here a line (one message) over max bytes ends the
-// output instead, after over is called. stopStdio ends the process.
-func startStdio(cmd *exec.Cmd, max int64, over func()) (*transport.Stdio, error) {
+// output instead, after over is called: its stdout is closed, so a server
+// blocked writing the rest of it fails and exits rather than waiting to be
+// killed. stop ends the process.
+func startStdio(cmd *exec.Cmd, max int64, over func(), log *slog.Logger) (*transport.Stdio, *stdioProc, error) {
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start command: %w", err)
+		return nil, nil, fmt.Errorf("start command: %w", err)
 	}
-	return transport.NewIO(&lineLimit{r: stdout, max: max, over: over}, stdin, nil), nil
+	p := &stdioProc{cmd: cmd, stdout: stdout}
+	tr := transport.NewIO(&lineLimit{r: stdout, max: max, over: func() { _ = stdout.Close(); over() }}, stdin, nil)
+	transport.WithCommandLogger(log)(tr)
+	return tr, p, nil
 }
 
 // Stopping a server: after its stdin is closed, it has stopGrace to exit,
 // then stopGrace after SIGTERM, then it is killed.
 const stopGrace = 2 * time.Second
 
-// stopStdio waits for cmd to exit once its stdin is closed, and returns
-// how it exited.
-func stopStdio(cmd *exec.Cmd) error {
+// stdioProc is a server process startStdio started.
+type stdioProc struct {
+	cmd    *exec.Cmd
+	stdout io.Closer
+}
+
+// stop waits for the process to exit once its stdin is closed (the
+// transport's Close), and returns how it exited. Its stdout is closed
+// first: nobody reads it any more, and a server blocked writing to it
+// would not see its stdin end.
+func (p *stdioProc) stop() error {
+	_ = p.stdout.Close()
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() { exited <- p.cmd.Wait() }()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		select {
 		case err := <-exited:
 			return err
 		case <-time.After(stopGrace):
-			_ = cmd.Process.Signal(sig)
+			_ = p.cmd.Process.Signal(sig)
 		}
 	}
 	return <-exited
