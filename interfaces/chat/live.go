@@ -177,8 +177,11 @@ func (l *Live) open() (*live, error) {
 	if l.isEnded() {
 		return nil, nil
 	}
-	claimed, state, err := st.ClaimSend(ctx, key, l.now())
+	at := l.now()
+	claimed, state, err := st.ClaimSend(ctx, key, at)
 	if err != nil {
+		// Recorded, its answer lost? Nothing was posted: give it back.
+		_ = Record(ctx, func(ctx context.Context) error { return st.ReleaseSend(ctx, key, at) })
 		return nil, err
 	}
 	if !claimed { // an earlier attempt's message, when its ref is known
@@ -239,11 +242,16 @@ func (l *Live) typing(m *live) {
 }
 
 // record sets the outbox state of the live message, even after Close
-// abandoned the call.
+// abandoned the call: SendSent as Record does (its ref is what a resumed
+// run edits), SendFailed (claimable again) in one write.
 func (l *Live) record(key, state, ref string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), 5*time.Second)
+	write := func(ctx context.Context) error { return l.p.cfg.Store.SetSendState(ctx, key, state, ref, l.now()) }
+	if state != core.SendFailed {
+		return Record(l.ctx, write)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), recordTimeout)
 	defer cancel()
-	return l.p.cfg.Store.SetSendState(ctx, key, state, ref, l.now())
+	return write(ctx)
 }
 
 func (l *Live) now() time.Time { return l.p.cfg.Clock.Now().UTC() }

@@ -70,7 +70,7 @@ func (s Sender) PostOnce(ctx context.Context, key string, post func(context.Cont
 		// The claim may have been recorded, its answer lost: nothing was
 		// posted, so give it back, or the next attempt takes it for a post
 		// whose outcome is unknown and never posts.
-		if rerr := s.record(ctx, func(ctx context.Context) error { return s.Outbox.ReleaseSend(ctx, key, at) }); rerr != nil {
+		if rerr := Record(ctx, func(ctx context.Context) error { return s.Outbox.ReleaseSend(ctx, key, at) }); rerr != nil {
 			s.log().Warn(s.Platform+" message claim not given back; a later attempt will not post it", "key", key, "err", rerr)
 		}
 		return Sent{}, err
@@ -100,24 +100,35 @@ func (s Sender) PostOnce(ctx context.Context, key string, post func(context.Cont
 	return Sent{Posted: true, State: core.SendSent, Ref: ref}, s.setState(ctx, key, core.SendSent, ref)
 }
 
-// setState records the outcome of a platform call (record).
+// setState records the outcome of a platform call: written once the job's
+// context ended (Record), and tried again after a store blip, but for
+// SendFailed: that claims the entry back for a later attempt, whose
+// outcome a late retry of it would overwrite.
 func (s Sender) setState(ctx context.Context, key, state, ref string) error {
-	return s.record(ctx, func(ctx context.Context) error {
-		return s.Outbox.SetSendState(ctx, key, state, ref, s.Now())
-	})
+	write := func(ctx context.Context) error { return s.Outbox.SetSendState(ctx, key, state, ref, s.Now()) }
+	if state == core.SendFailed {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		defer cancel()
+		return write(wctx)
+	}
+	return Record(ctx, write)
 }
 
-// record writes what a platform call left to know, even when ctx has ended
-// meanwhile (the job stopping), and tries again after a store blip: an
-// outcome not written is one the next attempt cannot know (a card's ref,
-// which its clicks are checked against).
-func (s Sender) record(ctx context.Context, write func(context.Context) error) error {
+// recordTimeout bounds one write of Record.
+const recordTimeout = 2 * time.Second
+
+// Record writes what a platform call left to know, even when ctx has ended
+// meanwhile (the job stopping), trying three times over about a second
+// after a store blip: an outcome not written is one the next attempt
+// cannot know (a card's ref, which its clicks are checked against; a live
+// message to go on editing).
+func Record(ctx context.Context, write func(context.Context) error) error {
 	var err error
-	for i, pause := range []time.Duration{0, 200 * time.Millisecond, time.Second} {
+	for i, pause := range []time.Duration{0, 200 * time.Millisecond, 800 * time.Millisecond} {
 		if i > 0 {
 			time.Sleep(pause)
 		}
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 		err = write(wctx)
 		cancel()
 		if err == nil || errors.Is(err, core.ErrNotFound) {

@@ -56,8 +56,6 @@ func TestSenderPostsOnce(t *testing.T) {
 	}
 }
 
-// A notifier without its outbox or its client is refused at start, naming
-// the platform; with both, its posts go through the outbox.
 // lossyOutbox is the store's outbox, except that its first ClaimSend is
 // recorded and then answers an error (a connection lost at COMMIT), or its
 // first SetSendState(sent) fails (a blip right after the platform call).
@@ -117,6 +115,8 @@ func TestSenderSurvivesLostStoreAnswers(t *testing.T) {
 	}
 }
 
+// A notifier without its outbox or its client is refused at start, naming
+// the platform; with both, its posts go through the outbox.
 func TestNotifierConfigPoster(t *testing.T) {
 	t.Parallel()
 	db := openDB(t)
