@@ -136,7 +136,7 @@ func openBackend(ctx context.Context, s Settings, log *slog.Logger) (*backend, e
 		if err != nil {
 			return nil, fmt.Errorf("AGENTGATE_DATABASE_URL: %w", err)
 		}
-		if err := checkClock(ctx, s); err != nil {
+		if err := checkClock(ctx, pg, s.ClaimTTL); err != nil {
 			pg.Close()
 			return nil, err
 		}
@@ -248,20 +248,21 @@ func newRetention(r config.Retention, b *backend, clock core.Clock, log *slog.Lo
 // database's. Replicas compare claims and leases each set from its own
 // clock: one whose clock is ahead by two thirds of the claim TTL takes over
 // runs another replica is still running, and calls their tools again.
-func checkClock(ctx context.Context, s Settings) error {
-	before := time.Now()
-	_, dbNow, err := postgres.Inspect(ctx, s.DatabaseURL, s.DatabaseSchema)
+func checkClock(ctx context.Context, pg *postgres.DB, ttl time.Duration) error {
+	before, dbNow, after, err := pg.Clock(ctx)
 	if err != nil {
-		return fmt.Errorf("AGENTGATE_DATABASE_URL: read the database's clock: %w", err)
+		return fmt.Errorf("AGENTGATE_DATABASE_URL: %w", err)
 	}
-	return clockSkewError(before, dbNow, time.Now(), cmp.Or(s.ClaimTTL, 30*time.Second))
+	return clockSkewError(before, dbNow, after, cmp.Or(ttl, 30*time.Second))
 }
 
 // clockSkewError is checkClock's verdict on the database's time dbNow,
-// read between before and after: at most a sixth of the claim TTL off.
+// read between before and after: at most a sixth of the claim TTL off,
+// beyond what the read's own time leaves unknown.
 func clockSkewError(before, dbNow, after time.Time, ttl time.Duration) error {
-	skew := before.Add(after.Sub(before) / 2).Sub(dbNow)
-	if limit := ttl / 6; skew.Abs() > limit {
+	half := after.Sub(before) / 2
+	skew := before.Add(half).Sub(dbNow)
+	if limit := ttl / 6; skew.Abs()-half > limit {
 		return fmt.Errorf("this host's clock is %s off the database's (more than %s): replicas would take over each other's runs and call their tools again; sync the clock (NTP) and start again",
 			skew.Round(time.Millisecond), limit)
 	}

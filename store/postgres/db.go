@@ -262,6 +262,22 @@ func (db *DB) Ping(ctx context.Context) error {
 // Schema is the schema that holds the tables.
 func (db *DB) Schema() string { return db.opts.Schema }
 
+// Clock reads the database's clock on a connection of the pool (opened
+// first, so that the read is one round trip), and returns it with the
+// local times just before and after the read.
+func (db *DB) Clock(ctx context.Context) (before, dbNow, after time.Time, err error) {
+	c, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return before, dbNow, after, fmt.Errorf("postgres: read the clock: %w", err)
+	}
+	defer c.Release()
+	before = time.Now()
+	if err := c.QueryRow(ctx, `SELECT now()`).Scan(&dbNow); err != nil {
+		return before, dbNow, after, fmt.Errorf("postgres: read the clock: %w", err)
+	}
+	return before, dbNow, time.Now(), nil
+}
+
 // migration is one numbered schema step: migrations/NNNN_name.up.sql and
 // its inverse NNNN_name.down.sql.
 type migration struct {

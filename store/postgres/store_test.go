@@ -107,6 +107,21 @@ func TestBlobs(t *testing.T) {
 	storetest.Blobs(t, openDB(t, url, newSchema(t, url), postgres.Options{}))
 }
 
+// The database's clock, read between two local times: on this host, it is
+// between them (give or take PostgreSQL's microseconds).
+func TestClock(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	db := openDB(t, url, newSchema(t, url), postgres.Options{})
+	before, now, after, err := db.Clock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.Before(before.Add(-time.Millisecond)) || now.After(after.Add(time.Millisecond)) {
+		t.Errorf("the database's clock read %s, not between %s and %s", now, before, after)
+	}
+}
+
 // TestCreateRunWhileFinishingHeads runs one session the way the engine does
 // while runs keep arriving: creators add runs concurrently, and workers take
 // run jobs, drop the job of a run that is not the session head (finishing
