@@ -3,6 +3,8 @@ package core_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -113,25 +115,38 @@ func (q *lostLease) Extend(context.Context, core.Job, time.Duration) error {
 	return core.ErrLeaseLost
 }
 
-// patientModel answers a while after the queue said the job's lease was
-// lost, unless its context ends first.
+// patientModel answers once the engine logged that the job's lease was
+// lost (it has acted on it), unless its context ends first.
 type patientModel struct {
-	q           *lostLease
+	logged      chan struct{}
 	interrupted chan struct{}
 }
 
 func (m *patientModel) Generate(ctx context.Context, _ core.ModelRequest, _ func(string)) (core.ModelResponse, error) {
 	select {
-	case <-m.q.lost:
-	case <-ctx.Done():
-	}
-	select {
-	case <-time.After(300 * time.Millisecond): // time for the heartbeat to act on it
+	case <-m.logged:
 		return core.ModelResponse{Text: "done"}, nil
 	case <-ctx.Done():
 		close(m.interrupted)
 		return core.ModelResponse{}, ctx.Err()
 	}
+}
+
+// logSeen closes seen at the first record whose message has text.
+type logSeen struct {
+	text string
+	once sync.Once
+	seen chan struct{}
+}
+
+func (l *logSeen) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logSeen) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logSeen) WithGroup(string) slog.Handler            { return l }
+func (l *logSeen) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, l.text) {
+		l.once.Do(func() { close(l.seen) })
+	}
+	return nil
 }
 
 // TestLostJobLeaseLeavesTheStepAlone: a run step whose job lease is lost
@@ -140,8 +155,9 @@ func (m *patientModel) Generate(ctx context.Context, _ core.ModelRequest, _ func
 func TestLostJobLeaseLeavesTheStepAlone(t *testing.T) {
 	t.Parallel()
 	q := &lostLease{lost: make(chan struct{})}
-	m := &patientModel{q: q, interrupted: make(chan struct{})}
-	h := newHarness(t, map[string]*core.Agent{"a": {Model: m}}, sqlite.Options{}, func(h *harness) {
+	logs := &logSeen{text: "job lease lost", seen: make(chan struct{})}
+	m := &patientModel{logged: logs.seen, interrupted: make(chan struct{})}
+	h := newHarness(t, map[string]*core.Agent{"a": {Model: m}}, sqlite.Options{Logger: slog.New(logs)}, func(h *harness) {
 		h.claimTTL = 300 * time.Millisecond
 		h.queue = func(inner core.Queue) core.Queue { q.Queue = inner; return q }
 	})
