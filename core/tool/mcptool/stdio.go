@@ -46,11 +46,11 @@ type stdioProc struct {
 }
 
 // stop waits for the process to exit once its stdin is closed (the
-// transport's Close), and returns how it exited. Its stdout is closed
-// first: nobody reads it any more, and a server blocked writing to it
-// would not see its stdin end.
+// transport's Close), and returns how it exited. If it has not after
+// stopGrace, its stdout is closed too (nobody reads it any more, and a
+// server blocked writing to it would not see its stdin end) and it gets
+// SIGTERM; after stopGrace more, SIGKILL.
 func (p *stdioProc) stop() error {
-	_ = p.stdout.Close()
 	exited := make(chan error, 1)
 	go func() { exited <- p.cmd.Wait() }()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
@@ -58,6 +58,7 @@ func (p *stdioProc) stop() error {
 		case err := <-exited:
 			return err
 		case <-time.After(stopGrace):
+			_ = p.stdout.Close()
 			_ = p.cmd.Process.Signal(sig)
 		}
 	}
