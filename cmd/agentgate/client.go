@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/core"
+	imcp "github.com/agentgate/agentgate/interfaces/mcp"
 )
 
 // client talks to a running gateway's REST API.
@@ -29,7 +30,7 @@ type client struct {
 
 // clientFlags adds --server and --api-key to fs.
 func clientFlags(fs *flag.FlagSet) *client {
-	c := &client{http: &http.Client{}}
+	c := &client{http: &http.Client{CheckRedirect: imcp.RefuseRedirect}}
 	fs.StringVar(&c.base, "server", envOr("AGENTGATE_URL", "http://127.0.0.1:8080"), "gateway URL")
 	fs.StringVar(&c.key, "api-key", os.Getenv("AGENTGATE_API_KEY"), "API key")
 	return c
@@ -126,20 +127,9 @@ func approvalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if *status != "all" {
 			q.Set("status", *status)
 		}
-		var items []core.Approval
-		cursor := ""
-		for {
-			if cursor != "" {
-				q.Set("cursor", cursor)
-			}
-			var page core.Page[core.Approval]
-			if err := c.do(ctx, "GET", "/api/v1/approvals?"+q.Encode(), nil, &page); err != nil {
-				return err
-			}
-			items = append(items, page.Items...)
-			if cursor = page.NextCursor; cursor == "" {
-				break
-			}
+		items, err := allPages[core.Approval](ctx, c, "/api/v1/approvals?"+q.Encode()+"&cursor=")
+		if err != nil {
+			return err
 		}
 		if len(items) == 0 {
 			fmt.Fprintf(stdout, "no %s approvals\n", *status)
@@ -437,4 +427,33 @@ func askApprovals(ctx context.Context, c *client, in *bufio.Scanner, stdout io.W
 		}
 	}
 	return true
+}
+
+// maxListed bounds what a list command reads: a gateway answering page
+// after page would otherwise be read until the CLI runs out of memory.
+const maxListed = 100_000
+
+// allPages reads every page of a list, path ending with "cursor=". It
+// stops with an error when a page's cursor repeats an earlier one (a
+// gateway that would be read forever) or past maxListed items.
+func allPages[T any](ctx context.Context, c *client, path string) ([]T, error) {
+	var items []T
+	seen := map[string]bool{}
+	for cursor := ""; ; {
+		var page core.Page[T]
+		if err := c.do(ctx, "GET", path+url.QueryEscape(cursor), nil, &page); err != nil {
+			return nil, err
+		}
+		items = append(items, page.Items...)
+		cursor = page.NextCursor
+		switch {
+		case cursor == "":
+			return items, nil
+		case seen[cursor]:
+			return nil, fmt.Errorf("the gateway at %s sent the page cursor %q twice; stopped reading the list", c.base, cursor)
+		case len(items) > maxListed:
+			return nil, fmt.Errorf("the gateway at %s listed more than %d items; stopped reading the list", c.base, maxListed)
+		}
+		seen[cursor] = true
+	}
 }

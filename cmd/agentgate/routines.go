@@ -142,16 +142,9 @@ func when(t *time.Time) string {
 }
 
 func listRoutines(ctx context.Context, c *client, stdout io.Writer) error {
-	var items []core.Routine
-	for cursor := ""; ; {
-		var page core.Page[core.Routine]
-		if err := c.do(ctx, "GET", "/api/v1/routines?cursor="+url.QueryEscape(cursor), nil, &page); err != nil {
-			return err
-		}
-		items = append(items, page.Items...)
-		if cursor = page.NextCursor; cursor == "" {
-			break
-		}
+	items, err := allPages[core.Routine](ctx, c, "/api/v1/routines?cursor=")
+	if err != nil {
+		return err
 	}
 	if len(items) == 0 {
 		fmt.Fprintln(stdout, "no routines (add them under routines: in the config file, or with agentgate routines create)")
@@ -179,16 +172,9 @@ func listRoutines(ctx context.Context, c *client, stdout io.Writer) error {
 }
 
 func routineHistory(ctx context.Context, c *client, id string, limit int, stdout io.Writer) error {
-	var items []core.RoutineEntry
-	for cursor := ""; ; {
-		var page core.Page[core.RoutineEntry]
-		if err := c.do(ctx, "GET", "/api/v1/routines/"+id+"/runs?limit=500&cursor="+url.QueryEscape(cursor), nil, &page); err != nil {
-			return err
-		}
-		items = append(items, page.Items...)
-		if cursor = page.NextCursor; cursor == "" {
-			break
-		}
+	items, err := allPages[core.RoutineEntry](ctx, c, "/api/v1/routines/"+id+"/runs?limit=500&cursor=")
+	if err != nil {
+		return err
 	}
 	if len(items) == 0 {
 		fmt.Fprintln(stdout, "no history yet")

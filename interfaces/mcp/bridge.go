@@ -59,7 +59,7 @@ func (m jsonrpc) isRequest() bool { return m.Method != "" && len(m.ID) > 0 && st
 // answered, or ctx ends. It then ends the MCP session at the endpoint.
 func (b *Bridge) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	if b.HTTP == nil {
-		b.HTTP = &http.Client{}
+		b.HTTP = &http.Client{CheckRedirect: RefuseRedirect}
 	}
 	if b.Logger == nil {
 		b.Logger = slog.Default()
@@ -117,7 +117,9 @@ func (b *Bridge) relay(ctx context.Context, msg []byte, m jsonrpc) {
 			b.fail(m, "read the gateway's answer: "+err.Error())
 			return
 		}
-		b.answer(body, m)
+		if !b.answer(body, m) {
+			b.unanswered(m)
+		}
 	default:
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 		b.fail(m, fmt.Sprintf("the gateway at %s answered %s: %s", b.URL, resp.Status, strings.TrimSpace(string(body))))
@@ -156,17 +158,20 @@ func (b *Bridge) post(ctx context.Context, msg []byte, m jsonrpc) (*http.Respons
 	return resp, nil
 }
 
-// relaySSE writes each event's data, one message per line.
+// relaySSE writes each event's data, one message per line. A stream that
+// ends before the request's answer (the gateway restarted) gets the client
+// an error, so that it does not wait for ever.
 func (b *Bridge) relaySSE(body io.Reader, m jsonrpc) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	var data bytes.Buffer
+	answered := false
 	for sc.Scan() {
 		line := sc.Bytes()
 		switch {
 		case len(line) == 0:
 			if data.Len() > 0 {
-				b.answer(data.Bytes(), m)
+				answered = b.answer(data.Bytes(), m) || answered
 				data.Reset()
 			}
 		case bytes.HasPrefix(line, []byte("data:")):
@@ -177,21 +182,35 @@ func (b *Bridge) relaySSE(body io.Reader, m jsonrpc) {
 		}
 	}
 	if data.Len() > 0 {
-		b.answer(data.Bytes(), m)
+		answered = b.answer(data.Bytes(), m) || answered
 	}
 	if err := sc.Err(); err != nil && m.isRequest() {
 		b.Logger.Warn("mcp bridge: the gateway's stream broke off", "method", m.Method, "err", err)
 	}
+	if !answered {
+		b.unanswered(m)
+	}
+}
+
+// unanswered tells the client that request m got no answer.
+func (b *Bridge) unanswered(m jsonrpc) {
+	b.fail(m, fmt.Sprintf("the gateway at %s ended its answer to %s without a result (was it restarted?): call again", b.URL, m.Method))
 }
 
 // answer writes one message from the endpoint, and learns the protocol
-// version from the answer to initialize.
-func (b *Bridge) answer(raw []byte, m jsonrpc) {
+// version from the answer to initialize. It reports whether the message
+// answered m (a result or an error with m's id).
+func (b *Bridge) answer(raw []byte, m jsonrpc) bool {
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {
 		b.Logger.Warn("mcp bridge: the gateway sent a message that is not JSON; dropped", "err", err)
-		return
+		return false
 	}
+	var a struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	isAnswer := json.Unmarshal(buf.Bytes(), &a) == nil && a.Method == "" && bytes.Equal(a.ID, m.ID)
 	if m.Method == "initialize" {
 		var a jsonrpc
 		if json.Unmarshal(buf.Bytes(), &a) == nil && a.Result.ProtocolVersion != "" {
@@ -201,6 +220,7 @@ func (b *Bridge) answer(raw []byte, m jsonrpc) {
 		}
 	}
 	b.write(buf.Bytes())
+	return isAnswer
 }
 
 // fail answers a request the endpoint could not answer with a JSON-RPC
@@ -250,4 +270,12 @@ func (b *Bridge) endSession() {
 	} else if !errors.Is(err, context.Canceled) {
 		b.Logger.Debug("mcp bridge: end session", "err", err)
 	}
+}
+
+// RefuseRedirect is the CheckRedirect of a client that carries an API key:
+// a redirect is not followed (Go would send the key on to another port or
+// scheme of the host, and the request's body to any host); the error says
+// where it pointed.
+func RefuseRedirect(req *http.Request, _ []*http.Request) error {
+	return fmt.Errorf("the gateway answered with a redirect to %s, not followed (the API key is not sent on): point the client at the gateway's own URL", req.URL.Redacted())
 }

@@ -84,6 +84,58 @@ func TestBridgeWrongKey(t *testing.T) {
 	c.Close()
 }
 
+// A gateway URL that redirects does not get the bridge's key or the
+// client's messages sent on (Go would follow it to another port or scheme
+// with the Authorization header); the client is told where it pointed.
+func TestBridgeDoesNotFollowRedirects(t *testing.T) {
+	hits := make(chan string, 10)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits <- r.Header.Get("Authorization")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{}}`)
+	}))
+	defer other.Close()
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/mcp", http.StatusTemporaryRedirect)
+	}))
+	defer gw.Close()
+	var out bytes.Buffer
+	b := &mcp.Bridge{URL: gw.URL + "/mcp", APIKey: "SECRET-KEY-0123456789", Logger: slog.New(slog.DiscardHandler)}
+	if err := b.Serve(t.Context(), strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`+"\n"), &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "redirect to "+other.URL) || !strings.Contains(out.String(), `"error"`) {
+		t.Errorf("the client got %q, want an error naming the redirect", out.String())
+	}
+	select {
+	case auth := <-hits:
+		t.Errorf("the redirect's target got the message (Authorization %q)", auth)
+	default:
+	}
+}
+
+// A gateway whose stream ends before it answers (it was restarted while an
+// approval_prompt waited) leaves the client an error for that call, not
+// a wait for ever; its notifications still reach the client.
+func TestBridgeAnswersACallWhoseStreamEnded(t *testing.T) {
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":7,\"progress\":1}}\n\n")
+	}))
+	defer gw.Close()
+	var out bytes.Buffer
+	b := &mcp.Bridge{URL: gw.URL + "/mcp", APIKey: "SECRET-KEY-0123456789", Logger: slog.New(slog.DiscardHandler)}
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"approval_prompt","arguments":{}}}`
+	if err := b.Serve(t.Context(), strings.NewReader(call+"\n"), &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "notifications/progress") ||
+		!strings.Contains(lines[1], `"id":7`) || !strings.Contains(lines[1], "without a result") {
+		t.Errorf("the client got %q, want the notification, then an error for call 7", lines)
+	}
+}
+
 // Whatever the client sends and the endpoint answers, the bridge writes
 // only whole JSON messages, one a line, to the client.
 func FuzzBridgeWritesOnlyJSONLines(f *testing.F) {
