@@ -242,16 +242,9 @@ func (l *Live) typing(m *live) {
 }
 
 // record sets the outbox state of the live message, even after Close
-// abandoned the call: SendSent as Record does (its ref is what a resumed
-// run edits), SendFailed (claimable again) in one write.
+// abandoned the call (recordState: its ref is what a resumed run edits).
 func (l *Live) record(key, state, ref string) error {
-	write := func(ctx context.Context) error { return l.p.cfg.Store.SetSendState(ctx, key, state, ref, l.now()) }
-	if state != core.SendFailed {
-		return Record(l.ctx, write)
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), recordTimeout)
-	defer cancel()
-	return write(ctx)
+	return recordState(l.ctx, l.p.cfg.Store, key, state, ref, l.now())
 }
 
 func (l *Live) now() time.Time { return l.p.cfg.Clock.Now().UTC() }

@@ -63,8 +63,7 @@ func (s Sender) Now() time.Time { return s.Clock.Now().UTC() }
 // PostOnce calls post for the message named key unless an earlier attempt
 // did or may have. A refusal is returned as an error.
 func (s Sender) PostOnce(ctx context.Context, key string, post func(context.Context) (ref string, err error)) (Sent, error) {
-	now := func() time.Time { return s.Clock.Now().UTC() }
-	at := now()
+	at := s.Now()
 	claimed, state, err := s.Outbox.ClaimSend(ctx, key, at)
 	if err != nil {
 		// The claim may have been recorded, its answer lost: nothing was
@@ -100,12 +99,17 @@ func (s Sender) PostOnce(ctx context.Context, key string, post func(context.Cont
 	return Sent{Posted: true, State: core.SendSent, Ref: ref}, s.setState(ctx, key, core.SendSent, ref)
 }
 
-// setState records the outcome of a platform call: written once the job's
-// context ended (Record), and tried again after a store blip, but for
-// SendFailed: that claims the entry back for a later attempt, whose
-// outcome a late retry of it would overwrite.
+// setState records the outcome of a platform call (recordState).
 func (s Sender) setState(ctx context.Context, key, state, ref string) error {
-	write := func(ctx context.Context) error { return s.Outbox.SetSendState(ctx, key, state, ref, s.Now()) }
+	return recordState(ctx, s.Outbox, key, state, ref, s.Now())
+}
+
+// recordState sets the outbox state of the message named key even when
+// ctx has ended: as Record does, but for SendFailed, written once: that
+// claims the entry back for a later attempt, whose outcome a late retry
+// of it would overwrite.
+func recordState(ctx context.Context, ob core.Outbox, key, state, ref string, at time.Time) error {
+	write := func(ctx context.Context) error { return ob.SetSendState(ctx, key, state, ref, at) }
 	if state == core.SendFailed {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 		defer cancel()

@@ -206,14 +206,11 @@ func (b *Bridge) answer(raw []byte, m jsonrpc) bool {
 		b.Logger.Warn("mcp bridge: the gateway sent a message that is not JSON; dropped", "err", err)
 		return false
 	}
-	var a struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-	}
-	isAnswer := json.Unmarshal(buf.Bytes(), &a) == nil && a.Method == "" && bytes.Equal(a.ID, m.ID)
+	var a jsonrpc
+	parsed := json.Unmarshal(buf.Bytes(), &a) == nil
+	isAnswer := parsed && a.Method == "" && bytes.Equal(a.ID, m.ID)
 	if m.Method == "initialize" {
-		var a jsonrpc
-		if json.Unmarshal(buf.Bytes(), &a) == nil && a.Result.ProtocolVersion != "" {
+		if isAnswer && a.Result.ProtocolVersion != "" {
 			b.mu.Lock()
 			b.version = a.Result.ProtocolVersion
 			b.mu.Unlock()
