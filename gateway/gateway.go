@@ -51,6 +51,11 @@ type Settings struct {
 	// server.api_keys. None at all = the API is open, and Addr must be a
 	// loopback address.
 	APIKeys []string
+	// LocalKey is the key of a process that embeds this gateway and is its
+	// only client (agentgate mcp). Used only when no other key is set: the
+	// API then answers that process alone, whose caller is key:local, an
+	// admin, as on an open API.
+	LocalKey string
 	// NodeID names this process in run claims and leases; "" = "local" on
 	// the embedded store, host-pid with DatabaseURL (replicas sharing a
 	// store need different names).
@@ -164,6 +169,10 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 	keys, err := apiKeys(s.APIKeys, cfg)
 	if err != nil {
 		return nil, err
+	}
+	local := len(keys) == 0 && s.LocalKey != ""
+	if local {
+		keys = []api.Key{{Name: api.LocalName, Secret: s.LocalKey, Role: approval.RoleAdmin}}
 	}
 	if why := exposed(s.Addr, cfg, keys); why != "" {
 		return nil, &UsageError{why}
@@ -331,7 +340,10 @@ func New(ctx context.Context, s Settings, log *slog.Logger) (_ *Gateway, err err
 		}
 	}
 	auth := "open on loopback (no API keys)"
-	if len(keys) > 0 {
+	switch {
+	case local:
+		auth = "answers only the process that embeds it (a key made at its start)"
+	case len(keys) > 0:
 		auth = fmt.Sprintf("%d API key(s)", len(keys))
 	}
 	return &Gateway{

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,8 +26,11 @@ With --server (env AGENTGATE_URL) it relays to that running gateway's /mcp,
 with --api-key (env AGENTGATE_API_KEY). Without, it runs a gateway of its own
 in this process (serve's settings apply; --addr defaults to a free loopback
 port, and --data-dir to agentgate in your user config directory, since MCP
-clients start commands in a directory of their choosing). Do not point it at
-the data dir of a gateway that is running: give that gateway's --server.
+clients start commands in a directory of their choosing). With no API key
+set (--api-key, AGENTGATE_API_KEYS or server.api_keys), that gateway answers
+this process alone: it is locked with a key made at start that only this
+process holds. Do not point it at the data dir of a gateway that is running:
+give that gateway's --server.
 `
 
 // mcpCmd serves MCP over stdio: relayed to a running gateway, or to one
@@ -81,6 +85,14 @@ func mcpEmbedded(ctx context.Context, serveArgs []string, key string, stdin io.R
 		key, _, _ = strings.Cut(os.Getenv("AGENTGATE_API_KEYS"), ",")
 		key = strings.TrimSpace(key)
 	}
+	// With no key given, the gateway is locked with one only this process
+	// holds: open on loopback, any local user or process could drive it
+	// (and approve its runs). The gateway ignores it if the config has keys.
+	localKey := ""
+	if key == "" {
+		localKey = rand.Text() + rand.Text()
+		key = localKey
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// serve tells where it listens on its stdout; everything it prints goes
@@ -88,7 +100,7 @@ func mcpEmbedded(ctx context.Context, serveArgs []string, key string, stdin io.R
 	pr, pw := io.Pipe()
 	served := make(chan error, 1)
 	go func() {
-		served <- serve(ctx, serveArgs, pw, stderr)
+		served <- serveLocal(ctx, serveArgs, localKey, pw, stderr)
 		pw.Close()
 	}()
 	url := make(chan string, 1)

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,7 +21,15 @@ import (
 // initializes a session with it.
 func stdioMCP(t *testing.T, env []string, opts []mcpclient.ClientOption, args ...string) *mcpclient.Client {
 	t.Helper()
-	c := mcpclient.NewClient(transport.NewStdio(binary(t), env, append([]string{"mcp"}, args...)...), opts...)
+	c, _ := stdioMCPStderr(t, env, opts, args...)
+	return c
+}
+
+// stdioMCPStderr is stdioMCP that also gives the process's stderr.
+func stdioMCPStderr(t *testing.T, env []string, opts []mcpclient.ClientOption, args ...string) (*mcpclient.Client, io.Reader) {
+	t.Helper()
+	tr := transport.NewStdio(binary(t), env, append([]string{"mcp"}, args...)...)
+	c := mcpclient.NewClient(tr, opts...)
 	if err := c.Start(context.WithoutCancel(t.Context())); err != nil { // the process lives as long as ctx
 		t.Fatal(err)
 	}
@@ -32,7 +42,7 @@ func stdioMCP(t *testing.T, env []string, opts []mcpclient.ClientOption, args ..
 	if _, err := c.Initialize(ctx, init); err != nil {
 		t.Fatalf("initialize agentgate mcp %s: %v", strings.Join(args, " "), err)
 	}
-	return c
+	return c, tr.Stderr()
 }
 
 // tool calls a tool and decodes its structured content into out.
@@ -99,10 +109,44 @@ func (approver) Elicit(ctx context.Context, req mcpgo.ElicitationRequest) (*mcpg
 // client that can elicit approves inline and gets the answer in one call.
 func TestE2EMCPEmbedded(t *testing.T) {
 	t.Parallel()
-	c := stdioMCP(t, cleanEnv(), []mcpclient.ClientOption{mcpclient.WithElicitationHandler(approver{})}, "--data-dir", t.TempDir())
+	c, stderr := stdioMCPStderr(t, cleanEnv(), []mcpclient.ClientOption{mcpclient.WithElicitationHandler(approver{})}, "--data-dir", t.TempDir())
 	var run api.RunView
 	tool(t, c, "run_agent", map[string]any{"agent": "demo", "input": "deploy web to production"}, &run)
 	if run.Status != core.RunCompleted || !strings.Contains(run.Output, "deployed") || run.UserID != "key:local" {
 		t.Fatalf("run = %+v, want completed after the inline approval", run)
+	}
+
+	// The gateway in the process answers that process alone: another
+	// local process (or user) that finds its port gets 401, not an admin's
+	// API on which to approve the runs.
+	var base string
+	sc := bufio.NewScanner(stderr)
+	for base == "" && sc.Scan() {
+		if u, ok := strings.CutPrefix(sc.Text(), "agentgate listening on "); ok {
+			base = u
+		}
+	}
+	if base == "" {
+		t.Fatalf("no listening line on stderr (%v)", sc.Err())
+	}
+	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	for _, key := range []string{"", "a-key-this-process-made-up-0123456789"} {
+		for _, path := range []string{"/api/v1/runs/" + run.ID, "/mcp"} {
+			req, err := http.NewRequest(http.MethodGet, base+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if key != "" {
+				req.Header.Set("Authorization", "Bearer "+key)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("GET %s with key %q: %d, want 401", path, key, resp.StatusCode)
+			}
+		}
 	}
 }

@@ -172,10 +172,17 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // serve runs the gateway until ctx ends; it prints where it listens on
 // stdout (test/testbin and `agentgate mcp` read that line).
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return serveLocal(ctx, args, "", stdout, stderr)
+}
+
+// serveLocal is serve with a gateway's LocalKey: the key of the process
+// embedding it, used when no other key is set.
+func serveLocal(ctx context.Context, args []string, localKey string, stdout, stderr io.Writer) error {
 	s, log, done, err := prepare("serve", args, stderr)
 	if done || err != nil {
 		return err
 	}
+	s.LocalKey = localKey
 	stopTraces, err := otlp.Setup(ctx, version)
 	if err != nil {
 		return &usageError{err.Error()}
