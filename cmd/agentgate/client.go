@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -23,14 +24,16 @@ import (
 
 // client talks to a running gateway's REST API.
 type client struct {
-	base string
-	key  string
-	http *http.Client
+	base   string
+	key    string
+	http   *http.Client
+	stderr io.Writer
+	warn   sync.Once // the plain-http warning, once
 }
 
-// clientFlags adds --server and --api-key to fs.
+// clientFlags adds --server and --api-key to fs; warnings go to fs's output.
 func clientFlags(fs *flag.FlagSet) *client {
-	c := &client{http: &http.Client{CheckRedirect: imcp.RefuseRedirect}}
+	c := &client{http: &http.Client{CheckRedirect: imcp.RefuseRedirect}, stderr: fs.Output()}
 	fs.StringVar(&c.base, "server", envOr("AGENTGATE_URL", "http://127.0.0.1:8080"), "gateway URL")
 	fs.StringVar(&c.key, "api-key", os.Getenv("AGENTGATE_API_KEY"), "API key")
 	return c
@@ -68,6 +71,11 @@ func (c *client) request(ctx context.Context, method, path string, body any, acc
 	}
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
+		c.warn.Do(func() {
+			if w := imcp.PlainKeyWarning(c.base, c.key); w != "" {
+				fmt.Fprintln(c.stderr, "warning:", w)
+			}
+		})
 	}
 	// The gateway records the CLI's decisions with the route cli; who
 	// decided is the key.
@@ -99,8 +107,21 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 	if out == nil {
 		return nil
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	// An answer without end (not a gateway, or a broken one) is refused
+	// rather than held in memory.
+	lr := &io.LimitedReader{R: resp.Body, N: maxAnswer + 1}
+	if err := json.NewDecoder(lr).Decode(out); err != nil {
+		if lr.N <= 0 {
+			return fmt.Errorf("the gateway at %s answered %s %s with more than %d MiB; not read", c.base, method, path, maxAnswer>>20)
+		}
+		return fmt.Errorf("the gateway at %s answered %s %s with JSON this CLI cannot read: %w", c.base, method, path, err)
+	}
+	return nil
 }
+
+// maxAnswer is the largest JSON answer the CLI reads; a page of 100 runs
+// or a session's messages is far smaller.
+const maxAnswer = 64 << 20
 
 // run as the API returns it.
 type apiRun struct {

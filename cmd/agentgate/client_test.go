@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -41,6 +42,26 @@ func TestCLIDoesNotFollowRedirects(t *testing.T) {
 
 // A gateway whose pages never end (the same cursor again and again) is
 // not read until the CLI runs out of memory.
+// A server that answers without end gets an error, not a CLI that reads
+// it all into memory.
+func TestCLIRefusesAnAnswerWithoutEnd(t *testing.T) {
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"items":[`)
+		chunk := []byte(strings.Repeat(`{"id":"nightly"},`, 4096))
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	defer gw.Close()
+	var out, errs bytes.Buffer
+	err := run(t.Context(), []string{"routines", "list", "--server", gw.URL}, strings.NewReader(""), &out, &errs)
+	if err == nil || !strings.Contains(err.Error(), "with more than 64 MiB; not read") {
+		t.Errorf("routines list: %v, want the answer refused", err)
+	}
+}
+
 func TestCLIStopsAtARepeatedCursor(t *testing.T) {
 	var mu sync.Mutex
 	pages := 0

@@ -10,7 +10,9 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -64,9 +66,12 @@ func (b *Bridge) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	if b.Logger == nil {
 		b.Logger = slog.Default()
 	}
+	if w := PlainKeyWarning(b.URL, b.APIKey); w != "" {
+		b.Logger.Warn("mcp bridge: " + w)
+	}
 	b.out = out
 	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	sc.Buffer(make([]byte, 0, 64<<10), maxMessage)
 	var wg sync.WaitGroup
 	for sc.Scan() {
 		line := bytes.TrimSpace(sc.Bytes())
@@ -112,9 +117,13 @@ func (b *Bridge) relay(ctx context.Context, msg []byte, m jsonrpc) {
 	case ct == "text/event-stream":
 		b.relaySSE(resp.Body, m)
 	case ct == "application/json":
-		body, err := io.ReadAll(resp.Body)
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxMessage+1))
 		if err != nil {
 			b.fail(m, "read the gateway's answer: "+err.Error())
+			return
+		}
+		if len(body) > maxMessage {
+			b.tooLarge(m)
 			return
 		}
 		if !b.answer(body, m) {
@@ -163,11 +172,17 @@ func (b *Bridge) post(ctx context.Context, msg []byte, m jsonrpc) (*http.Respons
 // an error, so that it does not wait for ever.
 func (b *Bridge) relaySSE(body io.Reader, m jsonrpc) {
 	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	sc.Buffer(make([]byte, 0, 64<<10), maxMessage)
 	var data bytes.Buffer
 	answered := false
 	for sc.Scan() {
 		line := sc.Bytes()
+		if data.Len()+len(line) > maxMessage {
+			if !answered {
+				b.tooLarge(m)
+			}
+			return
+		}
 		switch {
 		case len(line) == 0:
 			if data.Len() > 0 {
@@ -184,12 +199,27 @@ func (b *Bridge) relaySSE(body io.Reader, m jsonrpc) {
 	if data.Len() > 0 {
 		answered = b.answer(data.Bytes(), m) || answered
 	}
-	if err := sc.Err(); err != nil && m.isRequest() {
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		if !answered {
+			b.tooLarge(m)
+		}
+		return
+	} else if err != nil && m.isRequest() {
 		b.Logger.Warn("mcp bridge: the gateway's stream broke off", "method", m.Method, "err", err)
 	}
 	if !answered {
 		b.unanswered(m)
 	}
+}
+
+// maxMessage is the largest message the bridge reads, from the client or
+// from the gateway: a larger one (an endpoint that is not a gateway, or
+// one that streams without end) is refused rather than held in memory.
+const maxMessage = 16 << 20
+
+// tooLarge tells the client that the answer to request m was not read.
+func (b *Bridge) tooLarge(m jsonrpc) {
+	b.fail(m, fmt.Sprintf("the gateway at %s answered %s with a message over %d MiB; not read", b.URL, m.Method, maxMessage>>20))
 }
 
 // unanswered tells the client that request m got no answer.
@@ -275,4 +305,19 @@ func (b *Bridge) endSession() {
 // where it pointed.
 func RefuseRedirect(req *http.Request, _ []*http.Request) error {
 	return fmt.Errorf("the gateway answered with a redirect to %s, not followed (the API key is not sent on): point the client at the gateway's own URL", req.URL.Redacted())
+}
+
+// PlainKeyWarning says why sending key to the gateway at rawURL exposes it,
+// "" when it does not: over plain http to a host other than this machine,
+// anyone on the path reads the key (and may approve with it).
+func PlainKeyWarning(rawURL, key string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || key == "" || u.Scheme != "http" {
+		return ""
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); host == "localhost" || strings.HasSuffix(host, ".localhost") || (ip != nil && ip.IsLoopback()) {
+		return ""
+	}
+	return fmt.Sprintf("the API key goes to %s over plain http: anyone on the way can read it and act with it; use https", host)
 }

@@ -161,3 +161,59 @@ func FuzzBridgeWritesOnlyJSONLines(f *testing.F) {
 		}
 	})
 }
+
+// An endpoint that answers without end (as JSON, as one event's data, or
+// as one long line) gets the client an error, not a bridge that reads it
+// all into memory.
+func TestBridgeRefusesAnswersWithoutEnd(t *testing.T) {
+	for _, tc := range []struct{ name, contentType, head, chunk string }{
+		{"json", "application/json", `{"jsonrpc":"2.0","id":7,"result":{"content":[`, `{"type":"text","text":"x"},`},
+		{"event data lines", "text/event-stream", "event: message\n", "data: 0123456789abcdef\n"},
+		{"one line", "text/event-stream", "event: message\ndata: ", "0123456789abcdef"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", tc.contentType)
+				_, _ = io.WriteString(w, tc.head)
+				chunk := []byte(strings.Repeat(tc.chunk, 4096))
+				for r.Context().Err() == nil {
+					if _, err := w.Write(chunk); err != nil {
+						return
+					}
+				}
+			}))
+			defer gw.Close()
+			var out bytes.Buffer
+			b := &mcp.Bridge{URL: gw.URL + "/mcp", Logger: slog.New(slog.DiscardHandler)}
+			call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"get_run","arguments":{}}}`
+			if err := b.Serve(t.Context(), strings.NewReader(call+"\n"), &out); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.TrimSpace(out.String()); !strings.Contains(got, `"id":7`) || !strings.Contains(got, "over 16 MiB; not read") {
+				t.Errorf("the client got %.300q, want an error for call 7", got)
+			}
+		})
+	}
+}
+
+// A key sent over plain http to another machine is warned about; https,
+// this machine's names and no key are not.
+func TestPlainKeyWarning(t *testing.T) {
+	for _, tc := range []struct {
+		url, key string
+		warn     bool
+	}{
+		{"http://10.0.0.5:8080", "KEY-0123456789abcdef", true},
+		{"http://gateway.example.com/", "KEY-0123456789abcdef", true},
+		{"https://gateway.example.com", "KEY-0123456789abcdef", false},
+		{"http://gateway.example.com", "", false},
+		{"http://127.0.0.1:8080", "KEY-0123456789abcdef", false},
+		{"http://[::1]:8080", "KEY-0123456789abcdef", false},
+		{"http://localhost:8080", "KEY-0123456789abcdef", false},
+		{"http://agentgate.localhost:8080", "KEY-0123456789abcdef", false},
+	} {
+		if got := mcp.PlainKeyWarning(tc.url, tc.key); (got != "") != tc.warn {
+			t.Errorf("PlainKeyWarning(%s, key %q) = %q, want a warning: %v", tc.url, tc.key, got, tc.warn)
+		}
+	}
+}
