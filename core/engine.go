@@ -1241,12 +1241,12 @@ func (r *runner) requestApproval(ctx context.Context, call ToolCall, tool *Agent
 	}
 	a := Approval{
 		ID: NewID("apr"), RunID: r.run.ID, SessionID: r.run.SessionID, ToolCallID: call.ID, Tool: call.Name,
-		Arguments: canon, ArgsSHA256: schema.SHA256(canon), Policy: tool.Approval.Policy,
+		Origin: toolOrigin(tool), Arguments: canon, ArgsSHA256: schema.SHA256(canon), Policy: tool.Approval.Policy,
 		RequestedBy: cmp.Or(r.run.StartedBy, r.run.UserID), Status: ApprovalPending, CreatedAt: now, ExpiresAt: now.Add(timeout),
 	}
 	req := NewEvent(EventApprovalRequested, ApprovalRequested{
 		ApprovalID: a.ID, ToolCallID: call.ID, Tool: call.Name, Arguments: canon, ExpiresAt: a.ExpiresAt,
-		Origin: toolOrigin(tool),
+		Origin: a.Origin,
 	})
 	paused := NewEvent(EventStatus, StatusChange{Status: RunPaused})
 	req.CreatedAt, paused.CreatedAt = now, now

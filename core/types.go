@@ -5,6 +5,7 @@ package core
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -202,6 +203,15 @@ type ApprovalRequested struct {
 	Origin string `json:"origin,omitempty"`
 }
 
+// Server is the name of the MCP server whose tool approval a is about, ""
+// for the agent's own tool.
+func (a Approval) Server() string {
+	if s, ok := strings.CutPrefix(a.Origin, "mcp:"); ok {
+		return s
+	}
+	return ""
+}
+
 // ApprovalDecided is the payload of EventApprovalDecided.
 type ApprovalDecided struct {
 	ApprovalID string         `json:"approval_id"`
@@ -252,11 +262,15 @@ type ApprovalPolicy struct {
 
 // Approval is a pending or decided request to run one tool call.
 type Approval struct {
-	ID          string          `json:"id"`
-	RunID       string          `json:"run_id"`
-	SessionID   string          `json:"session_id"`
-	ToolCallID  string          `json:"tool_call_id"`
-	Tool        string          `json:"tool"`
+	ID         string `json:"id"`
+	RunID      string `json:"run_id"`
+	SessionID  string `json:"session_id"`
+	ToolCallID string `json:"tool_call_id"`
+	Tool       string `json:"tool"`
+	// Origin is where the tool comes from, as ApprovalRequested.Origin:
+	// "mcp:<server>", or "agent" for the agent's own tool; "" on approvals
+	// from before it was kept.
+	Origin      string          `json:"origin,omitempty"`
 	Arguments   json.RawMessage `json:"arguments"`
 	ArgsSHA256  string          `json:"args_sha256"`
 	Policy      ApprovalPolicy  `json:"policy"`

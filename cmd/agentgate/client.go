@@ -159,7 +159,7 @@ func approvalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tSTATUS\tTOOL\tARGUMENTS\tRUN\tEXPIRES")
 		for _, a := range items {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Status, a.Tool, a.Arguments, a.RunID, a.ExpiresAt.Local().Format(time.DateTime))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Status, toolOf(a), a.Arguments, a.RunID, a.ExpiresAt.Local().Format(time.DateTime))
 		}
 		return tw.Flush()
 	case "approve", "deny":
@@ -270,7 +270,7 @@ func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "error    %s\n", run.Error)
 	}
 	for _, a := range run.PendingApprovals {
-		fmt.Fprintf(stdout, "pending  approval %s: %s %s (expires %s)\n", a.ID, a.Tool, a.Arguments, a.ExpiresAt.Local().Format(time.DateTime))
+		fmt.Fprintf(stdout, "pending  approval %s: %s %s (expires %s)\n", a.ID, toolOf(a), a.Arguments, a.ExpiresAt.Local().Format(time.DateTime))
 	}
 	var page core.Page[core.Event]
 	if err := c.do(ctx, "GET", "/api/v1/runs/"+id+"/events?limit=5000", nil, &page); err != nil {
@@ -411,12 +411,20 @@ func printOutcome(stdout io.Writer, run apiRun) {
 	}
 }
 
+// toolOf is a's tool as the CLI shows it: with its MCP server, if any.
+func toolOf(a core.Approval) string {
+	if s := a.Server(); s != "" {
+		return a.Tool + " (MCP server " + s + ")"
+	}
+	return a.Tool
+}
+
 // askApprovals shows each pending approval and sends the user's decision;
 // false means the user ended the chat.
 func askApprovals(ctx context.Context, c *client, in *bufio.Scanner, stdout io.Writer, run apiRun, user string) bool {
 	for _, a := range run.PendingApprovals {
 		fmt.Fprintf(stdout, "\n  approval needed: %s wants to call %s with %s\n  (expires %s, id %s)\n",
-			run.AgentID, a.Tool, a.Arguments, a.ExpiresAt.Local().Format(time.Kitchen), a.ID)
+			run.AgentID, toolOf(a), a.Arguments, a.ExpiresAt.Local().Format(time.Kitchen), a.ID)
 		for {
 			fmt.Fprint(stdout, "  approve? [y]es / [n]o [reason]: ")
 			if !in.Scan() {

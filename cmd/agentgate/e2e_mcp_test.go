@@ -51,8 +51,8 @@ mcp_servers:
 
 	run := g.submit("ops", map[string]string{"input": "delete item 42"})
 	apr := onlyPending(t, run) // destructive, not read-only: it waits for a person
-	if apr.Tool != "delete_item" {
-		t.Fatalf("approval for %q, want delete_item", apr.Tool)
+	if apr.Tool != "delete_item" || apr.Origin != "mcp:inventory" {
+		t.Fatalf("approval for %q of %q, want delete_item of mcp:inventory", apr.Tool, apr.Origin)
 	}
 	var offered []string
 	for _, tool := range model.Requests()[0].Tools {

@@ -212,6 +212,7 @@ type approvalJSON struct {
 	RunID      string          `json:"run_id"`
 	ToolCallID string          `json:"tool_call_id"`
 	Tool       string          `json:"tool"`
+	Origin     string          `json:"origin"`
 	Arguments  json.RawMessage `json:"arguments"`
 	Status     string          `json:"status"`
 	DecidedBy  string          `json:"decided_by"`

@@ -101,6 +101,7 @@ func Card(a core.Approval, r core.Run, approvers func(ids []string) string) Appr
 		ApprovalID:  a.ID,
 		Agent:       r.AgentID,
 		Tool:        a.Tool,
+		Server:      a.Server(),
 		Arguments:   CardArgs(a.Arguments),
 		RequestedBy: a.RequestedBy,
 		ExpiresAt:   a.ExpiresAt,

@@ -158,3 +158,15 @@ func TestApprovalCardOnce(t *testing.T) {
 		t.Errorf("card state after the crashed post = %q, %v; want %q", state, err, core.SendUncertain)
 	}
 }
+
+// A card names the MCP server whose tool asks (the same name may be the
+// agent's own tool, or another server's, on another day).
+func TestCardNamesTheMCPServer(t *testing.T) {
+	run := core.Run{ID: "run_1", AgentID: "ops"}
+	for origin, want := range map[string]string{"mcp:github": "github", "agent": "", "": ""} {
+		c := chat.Card(core.Approval{ID: "apr_1", Tool: "create_or_update_file", Origin: origin}, run, nil)
+		if c.Server != want {
+			t.Errorf("origin %q: card's server %q, want %q", origin, c.Server, want)
+		}
+	}
+}

@@ -104,6 +104,7 @@ type ApprovalCard struct {
 	ApprovalID  string
 	Agent       string
 	Tool        string
+	Server      string // the MCP server whose tool it is; "" for the agent's own
 	Arguments   string // pretty-printed JSON
 	Approvers   string // who may approve, as text: "<@U1>, requester" or "anyone in this conversation"
 	RequestedBy string // principal id of whoever started the run (slack:T/U, discord:U, key:name), may be empty

@@ -121,7 +121,11 @@ func (c Commands) ListApprovals(ctx context.Context, p approval.Principal, b cor
 	var out strings.Builder
 	out.WriteString(d.Bold(d.Text(fmt.Sprintf("Waiting for your decision here (%d)", len(items)))) + "\n")
 	for _, a := range items {
-		out.WriteString(d.Bullet + d.Text("run ") + d.Code(a.RunID) + d.Text(" wants to run ") + d.Code(a.Tool) +
+		from := ""
+		if s := a.Server(); s != "" {
+			from = d.Text(" from MCP server ") + d.Code(s)
+		}
+		out.WriteString(d.Bullet + d.Text("run ") + d.Code(a.RunID) + d.Text(" wants to run ") + d.Code(a.Tool) + from +
 			d.Text(" (approval ") + d.Code(a.ID) + d.Text(", expires ") + d.Date(a.ExpiresAt) + d.Text(")") + "\n")
 	}
 	out.WriteString(d.Text("Decide with the buttons on their cards."))

@@ -52,6 +52,9 @@ func ApprovalMessage(c chat.ApprovalCard) Message {
 	} else {
 		fmt.Fprintf(&b, "%s: agent **%s** wanted to run %s", outcome(c), inline(c.Agent), code(c.Tool))
 	}
+	if c.Server != "" {
+		fmt.Fprintf(&b, " from MCP server %s", code(c.Server))
+	}
 	shown := argsRoom.Fit(c.Arguments)
 	args := strings.ReplaceAll(shown.Text, "```", "`\u200b``")
 	fmt.Fprintf(&b, "\n```json\n%s\n```", args)

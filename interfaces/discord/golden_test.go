@@ -78,7 +78,7 @@ var workflowArgs = "{\n  \"branch\": \"main\",\n  \"content\": \"" + strings.Rep
 // outcome without the note.
 func TestPayloadArgsCutGolden(t *testing.T) {
 	t.Parallel()
-	card := chat.ApprovalCard{ApprovalID: "apr_0123456789abcdef", Agent: "ops", Tool: "create_or_update_file", Arguments: workflowArgs,
+	card := chat.ApprovalCard{ApprovalID: "apr_0123456789abcdef", Agent: "ops", Tool: "create_or_update_file", Server: "github", Arguments: workflowArgs,
 		Approvers: discord.Approvers([]string{"500000000000000001"}), RequestedBy: "500000000000000002",
 		ExpiresAt: time.Date(2026, 12, 2, 16, 15, 0, 0, time.UTC), Status: "pending"}
 	m := discord.ApprovalMessage(card)

@@ -130,9 +130,13 @@ func settled(r core.Run) bool { return r.Status.Terminal() || r.Status == core.R
 
 // elicitation asks the user to decide approval a of run.
 func elicitation(run core.Run, a core.Approval) mcpgo.ElicitationParams {
+	tool := a.Tool
+	if s := a.Server(); s != "" {
+		tool += " of MCP server " + s
+	}
 	return mcpgo.ElicitationParams{
 		Message: fmt.Sprintf("Agent %s wants to call %s with %s (approval %s, expires %s). Approve it?",
-			run.AgentID, a.Tool, a.Arguments, a.ID, a.ExpiresAt.UTC().Format(time.RFC3339)),
+			run.AgentID, tool, a.Arguments, a.ID, a.ExpiresAt.UTC().Format(time.RFC3339)),
 		RequestedSchema: map[string]any{
 			"type": "object",
 			"properties": map[string]any{

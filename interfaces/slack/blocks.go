@@ -41,6 +41,9 @@ func ApprovalBlocks(c chat.ApprovalCard, loc *time.Location) []slackapi.Block {
 		loc = time.UTC
 	}
 	summary := fmt.Sprintf("*%s* wants to run `%s`", escapeMrkdwn(c.Agent), escapeMrkdwn(c.Tool))
+	if c.Server != "" {
+		summary += " from MCP server `" + escapeMrkdwn(c.Server) + "`"
+	}
 	if c.RequestedBy != "" {
 		summary += " (requested by " + who(c.RequestedBy) + ")"
 	}

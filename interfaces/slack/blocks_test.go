@@ -179,7 +179,7 @@ var workflowArgs = "{\n  \"branch\": \"main\",\n  \"content\": \"" + strings.Rep
 // off. Decided, it shows the outcome without the note.
 func TestApprovalBlocksArgsCutGolden(t *testing.T) {
 	t.Parallel()
-	card := chat.ApprovalCard{ApprovalID: "apr_0123456789abcdef", Agent: "ops", Tool: "create_or_update_file", Arguments: workflowArgs,
+	card := chat.ApprovalCard{ApprovalID: "apr_0123456789abcdef", Agent: "ops", Tool: "create_or_update_file", Server: "github", Arguments: workflowArgs,
 		Approvers: "<@U222BBB222>", RequestedBy: "U123ABC456", ExpiresAt: time.Date(2026, 3, 4, 14, 3, 0, 0, time.UTC), Status: "pending"}
 	blocks := ApprovalBlocks(card, nil)
 	raw := string(goldenJSON(t, "approval_pending_args_cut", map[string]any{"text": ApprovalText(card), "blocks": blocks}))

@@ -69,7 +69,7 @@ var workflowArgs = "{\n  \"branch\": \"main\",\n  \"content\": \"" + strings.Rep
 // outcome without the note.
 func TestCardArgsCutGolden(t *testing.T) {
 	t.Parallel()
-	card := chat.ApprovalCard{ApprovalID: "apr_0123456789abcdef", Agent: "ops", Tool: "create_or_update_file", Arguments: workflowArgs,
+	card := chat.ApprovalCard{ApprovalID: "apr_0123456789abcdef", Agent: "ops", Tool: "create_or_update_file", Server: "github", Arguments: workflowArgs,
 		ExpiresAt: time.Date(2026, 12, 2, 16, 30, 0, 0, time.UTC), Status: "pending"}
 	text := telegram.CardText(card)
 	got, err := json.MarshalIndent(map[string]any{"text": text, "parse_mode": "MarkdownV2", "reply_markup": telegram.Keyboard(card)}, "", "  ")

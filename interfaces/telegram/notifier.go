@@ -181,7 +181,11 @@ type callbackButton struct {
 // byName says c.DecidedBy is the decider's name, not their id.
 func (p people) cardText(c chat.ApprovalCard, approvers []string, byName bool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "*%s* wants to run `%s`\n", Escape(c.Agent), escapeCode(c.Tool))
+	fmt.Fprintf(&b, "*%s* wants to run `%s`", Escape(c.Agent), escapeCode(c.Tool))
+	if c.Server != "" {
+		fmt.Fprintf(&b, " from MCP server `%s`", escapeCode(c.Server))
+	}
+	b.WriteString("\n")
 	shown := argsRoom.Fit(c.Arguments)
 	fmt.Fprintf(&b, "```json\n%s\n```\n", escapeCode(shown.Text))
 	switch c.Status {

@@ -407,10 +407,10 @@ func (t runTx) LockRun(ctx context.Context, id string) (runRow, error) {
 
 func (t runTx) InsertApproval(_ context.Context, a core.Approval, args, policy []byte) error {
 	t.tx.Later(`INSERT INTO approvals (id, run_id, session_id, tool_call_id, tool, arguments,
-		args_sha256, policy, requested_by, status, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11)`,
+		args_sha256, policy, requested_by, status, created_at, expires_at, origin)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $12)`,
 		a.ID, a.RunID, a.SessionID, a.ToolCallID, a.Tool, string(args), a.ArgsSHA256, string(policy), a.RequestedBy,
-		a.CreatedAt, a.ExpiresAt).Wrap("insert approval " + a.ID)
+		a.CreatedAt, a.ExpiresAt, a.Origin).Wrap("insert approval " + a.ID)
 	return nil
 }
 

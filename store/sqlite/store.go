@@ -318,10 +318,10 @@ func (t runTx) LockRun(ctx context.Context, id string) (runRow, error) {
 
 func (t runTx) InsertApproval(ctx context.Context, a core.Approval, args, policy []byte) error {
 	_, err := t.tx.ExecContext(ctx, `INSERT INTO approvals(id, run_id, session_id, tool_call_id, tool, arguments,
-		args_sha256, policy, requested_by, status, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
+		args_sha256, policy, requested_by, status, created_at, expires_at, origin)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)`,
 		a.ID, a.RunID, a.SessionID, a.ToolCallID, a.Tool, args, a.ArgsSHA256, policy, a.RequestedBy,
-		a.CreatedAt.UnixNano(), a.ExpiresAt.UnixNano())
+		a.CreatedAt.UnixNano(), a.ExpiresAt.UnixNano(), a.Origin)
 	return err
 }
 

@@ -179,7 +179,7 @@ func journal(t *testing.T, h Harness, id string) []core.Event {
 // newApproval builds the approval a run asks for before calling tool deploy.
 func newApproval(callID string, expires time.Time) core.Approval {
 	return core.Approval{
-		ID: core.NewID("apr"), ToolCallID: callID, Tool: "deploy",
+		ID: core.NewID("apr"), ToolCallID: callID, Tool: "deploy", Origin: "mcp:ops",
 		Arguments: json.RawMessage(`{"env":"prod","version":"1.2.3"}`), ArgsSHA256: "sha-" + callID,
 		Policy: core.ApprovalPolicy{Approvers: []string{"u-boss"}, ExcludeRequester: true}, RequestedBy: "u1",
 		CreatedAt: t0, ExpiresAt: expires,
@@ -754,7 +754,7 @@ func testPauseRun(t *testing.T, h Harness) {
 	if got.RunID != r.ID || got.SessionID != r.SessionID {
 		t.Errorf("approval run/session = %s/%s, want %s/%s (filled from the run)", got.RunID, got.SessionID, r.ID, r.SessionID)
 	}
-	if got.Status != core.ApprovalPending || got.ToolCallID != "call_1" || got.Tool != "deploy" ||
+	if got.Status != core.ApprovalPending || got.ToolCallID != "call_1" || got.Tool != "deploy" || got.Origin != "mcp:ops" ||
 		got.ArgsSHA256 != a.ArgsSHA256 || got.RequestedBy != "u1" || got.DecidedBy != "" || got.DecidedAt != nil ||
 		!reflect.DeepEqual(got.Policy, a.Policy) {
 		t.Errorf("approval = %+v, want pending with the fields of %+v", got, a)

@@ -61,7 +61,7 @@ func ScanApproval(s Row, extra ...any) (core.Approval, error) {
 	var status string
 	dest := append(extra, &a.ID, &a.RunID, &a.SessionID, &a.ToolCallID, &a.Tool, &args, &a.ArgsSHA256, &policy,
 		&a.RequestedBy, &status, &a.DecidedBy, &a.DecidedByName, &a.DecidedVia, &a.Reason, At(&a.CreatedAt),
-		At(&a.ExpiresAt), AtOpt(&a.DecidedAt))
+		At(&a.ExpiresAt), AtOpt(&a.DecidedAt), &a.Origin)
 	if err := s.Scan(dest...); err != nil {
 		return core.Approval{}, err
 	}

@@ -19,7 +19,7 @@ const (
 		claimed_by, claim_until, conversation`
 	SessionCols  = `id, agent_id, user_id, platform, workspace, channel, thread, title, created_at, updated_at`
 	ApprovalCols = `id, run_id, session_id, tool_call_id, tool, arguments, args_sha256, policy, requested_by,
-		status, decided_by, decided_by_name, decided_via, reason, created_at, expires_at, decided_at`
+		status, decided_by, decided_by_name, decided_via, reason, created_at, expires_at, decided_at, origin`
 	// ActiveStatuses are the SQL list of statuses of a run that is not
 	// terminal.
 	ActiveStatuses = `('queued', 'running', 'paused')`
