@@ -828,6 +828,31 @@ func TestJobsOfARunningRunHoldNoWorker(t *testing.T) {
 	}
 }
 
+// An approved call reaches the tool with the arguments as approved, byte
+// for byte: <, > and & are not turned into \u003c escapes on their way
+// through the journal (a tool that signs or compares its body would see a
+// different request).
+func TestApprovedArgumentsKeepTheirBytes(t *testing.T) {
+	t.Parallel()
+	tool := &recTool{}
+	agent, _ := deployAgent(`{"service":"<web> & api","env":"production"}`, tool, core.ApprovalRule{Required: true})
+	h := newHarness(t, map[string]*core.Agent{"ops": agent}, sqlite.Options{})
+	run := h.submit("ops", "", "deploy web to production")
+	h.waitStatus(run.ID, core.RunPaused)
+	a := h.pending(run.ID)[0]
+	if _, err := h.aps.Decide(t.Context(), a.ID, approval.Request{Approve: true, Principal: keyP("bob")}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus(run.ID, core.RunCompleted)
+	var got []string
+	for _, c := range tool.Calls() {
+		got = append(got, string(c.args))
+	}
+	if len(got) != 1 || got[0] != `{"env":"production","service":"<web> & api"}` {
+		t.Fatalf("tool called with %q, want once with the approved arguments as written", got)
+	}
+}
+
 // A call asked about follows its decision whatever the tool's rule says
 // when the run resumes: the config (restarted with required: false) or an
 // MCP server's listing (readOnlyHint) may have relaxed it meanwhile. A

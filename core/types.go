@@ -4,6 +4,7 @@
 package core
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"time"
@@ -139,13 +140,19 @@ type Event struct {
 }
 
 // NewEvent builds an unsequenced event with payload v marshalled as JSON.
+//
+// <, > and & are kept as they are, not escaped as json.Marshal does: a
+// tool's arguments are replayed from the journal, and reach the tool (an
+// endpoint that signs its body, say) as the model wrote them.
 func NewEvent(t EventType, v any) Event {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		// Payloads are our own structs; failing to marshal one is a programming error.
 		panic("core: marshal event " + string(t) + ": " + err.Error())
 	}
-	return Event{Type: t, Data: b}
+	return Event{Type: t, Data: bytes.TrimSuffix(b.Bytes(), []byte("\n"))}
 }
 
 // UserMessage is the payload of EventUserMessage.
