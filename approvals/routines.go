@@ -52,10 +52,14 @@ func (s *Service) Trigger(ctx context.Context, rr Triggerer, p Principal, id, ex
 
 // MayTrigger says whether p may trigger routine r on demand
 // (*NotCallerError when not). A key must be allowed r's agent. A routine
-// without callers may be triggered by anyone who reaches it; otherwise p
-// must match one entry: what a tool's approvers may name (a person, a
-// platform id, key:<name>, role:<role>, a Slack user group or Discord role),
-// or channel:<platform>:<id> for the conversation the command is given in.
+// without callers may be triggered by keys (their role is the route's
+// check) and by no chat user: anyone who can write to the bot (any
+// Telegram user, any member of a workspace) would otherwise run any
+// agent's routine in a conversation of their own, and decide its
+// approvals there. Otherwise p must match one entry: what a tool's
+// approvers may name (a person, a platform id, key:<name>, role:<role>, a
+// Slack user group or Discord role), or channel:<platform>:<id> for the
+// conversation the command is given in.
 func (s *Service) MayTrigger(ctx context.Context, r core.Routine, p Principal) error {
 	refuse := func(why string) error {
 		return &NotCallerError{RoutineID: r.ID, By: p.ID, Why: why}
@@ -67,7 +71,10 @@ func (s *Service) MayTrigger(ctx context.Context, r core.Routine, p Principal) e
 		return refuse("the key is limited to other agents than " + r.AgentID)
 	}
 	if len(r.Callers) == 0 {
-		return nil
+		if p.IsKey() {
+			return nil
+		}
+		return refuse("the routine names no callers, and only its callers may run it from chat (add callers: a person, a group, or channel:<platform>:<id>)")
 	}
 	for _, want := range r.Callers {
 		if ch, ok := strings.CutPrefix(want, "channel:"); ok {

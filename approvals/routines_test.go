@@ -28,7 +28,7 @@ func TestMayTrigger(t *testing.T) {
 		p       approval.Principal
 		allowed bool
 	}{
-		{"no callers: anyone", nil, slackIn("U_X", "C_ANY"), true},
+		{"no callers: no chat user", nil, slackIn("U_X", "C_ANY"), false},
 		{"no callers: any key", nil, key("ci", approval.RoleOperator), true},
 		{"no user", nil, approval.Principal{Route: approval.RouteTelegram}, false},
 		{"key limited to other agents", nil, key("ci", approval.RoleOperator, "billing"), false},

@@ -56,6 +56,7 @@ routines:
     input: Summarize yesterday's deploys.
     deliver_to: none
     enabled: false
+    callers: ["channel:slack:`+slackChannel+`", "channel:discord:`+discordChannel+`"]
 interfaces:
   %s:
     default_agent: ops

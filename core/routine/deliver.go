@@ -125,26 +125,24 @@ type destination struct {
 }
 
 // targets lists where run's result goes: the conversation it was asked from
-// (TriggerIn), then the routine's deliver_to unless that is the same place.
+// (TriggerIn) alone, else the routine's deliver_to. A run asked for in chat
+// carries its asker's extra input: posted to deliver_to as well, a caller
+// of one conversation would write (as the routine) into another.
 func (s *Scheduler) targets(ctx context.Context, r core.Routine, run core.Run) ([]destination, error) {
-	var out []destination
 	if s.cfg.Sessions != nil {
 		sess, err := s.cfg.Sessions.GetSession(ctx, run.SessionID)
 		if err != nil && !errors.Is(err, core.ErrNotFound) {
 			return nil, err
 		}
 		if b := sess.Binding; b.Platform != "" && b.Channel != "" {
-			out = append(out, destination{Target: Target{Kind: b.Platform, Dest: b.Channel}, Binding: b})
+			return []destination{{Target: Target{Kind: b.Platform, Dest: b.Channel}, Binding: b}}, nil
 		}
 	}
 	t, err := ParseTarget(r.DeliverTo)
 	if err != nil {
-		return append(out, destination{Err: err}), nil
+		return []destination{{Err: err}}, nil
 	}
-	if len(out) > 0 && (t.Kind == TargetNone || t == out[0].Target) {
-		return out, nil
-	}
-	return append(out, destination{Target: t, Binding: core.Binding{Platform: t.Kind, Channel: t.Dest}}), nil
+	return []destination{{Target: t, Binding: core.Binding{Platform: t.Kind, Channel: t.Dest}}}, nil
 }
 
 // deliver sends run's result to one destination and says what happened.

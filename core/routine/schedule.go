@@ -44,6 +44,10 @@ func ParseSchedule(spec, tz string) (Schedule, error) {
 	if tz == "" {
 		tz = "UTC"
 	}
+	if tz == "Local" {
+		// The host's zone: replicas in other zones would fire at other times.
+		return Schedule{}, fmt.Errorf("timezone %q: name the zone (e.g. UTC, Europe/Berlin, America/New_York), not the host's", tz)
+	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {
 		return Schedule{}, fmt.Errorf("timezone %q: unknown IANA zone (e.g. UTC, Europe/Berlin, America/New_York)", tz)
@@ -75,6 +79,9 @@ func ParseSchedule(spec, tz string) (Schedule, error) {
 	} else {
 		c.Location = time.UTC
 		s.wall = &c
+	}
+	if s.Next(time.Now()).IsZero() {
+		return Schedule{}, fmt.Errorf("schedule %q: never fires (a day no month has, like 30 February)", spec)
 	}
 	return s, nil
 }

@@ -127,6 +127,9 @@ func TestParseScheduleErrors(t *testing.T) {
 		{"@fortnightly", "UTC", "unrecognized descriptor"},
 		{"TZ=UTC 0 9 * * *", "UTC", "set the zone with timezone"},
 		{"0 9 * * *", "Mars/Olympus", "unknown IANA zone"},
+		{"0 9 * * *", "Local", "name the zone"},
+		{"0 0 30 2 *", "UTC", "never fires"},
+		{"0 0 31 4,6,9,11 *", "Europe/Berlin", "never fires"},
 	} {
 		_, err := routine.ParseSchedule(tc.spec, tc.tz)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

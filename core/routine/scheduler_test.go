@@ -601,9 +601,10 @@ func TestResultDeliveryTargets(t *testing.T) {
 	}
 }
 
-// A run triggered from a chat channel posts its result there, and to the
-// routine's deliver_to when that is another place; a retried delivery keeps
-// its message keys, so the chat side can refuse to post twice.
+// A run triggered from a chat channel posts its result there and only
+// there: its asker's extra input is in it, and deliver_to (another team's
+// channel) is not the asker's to write to. A retried delivery keeps its
+// message key, so the chat side can refuse to post twice.
 func TestResultDeliveredWhereAsked(t *testing.T) {
 	e := newEnv(t, utc("2026-01-09 10:30:00"))
 	d := def("r", "@hourly")
@@ -621,13 +622,13 @@ func TestResultDeliveredWhereAsked(t *testing.T) {
 		}
 	}
 	got := e.slack.posts()
-	if len(got) != 4 || got[0].b.Channel != "C0ASKED" || got[1].b.Channel != "C0DIGEST" || got[0].key != got[2].key || got[1].key != got[3].key {
-		t.Fatalf("chat posts = %+v, want C0ASKED then C0DIGEST, twice with the same keys", got)
+	if len(got) != 2 || got[0].b.Channel != "C0ASKED" || got[1].b.Channel != "C0ASKED" || got[0].key != got[1].key {
+		t.Fatalf("chat posts = %+v, want C0ASKED twice with the same key, and nothing in deliver_to's C0DIGEST", got)
 	}
 	if !strings.Contains(got[0].text, "*Routine r*") || !strings.HasSuffix(got[0].text, "out of "+run.ID) {
 		t.Errorf("posted text = %q, want the routine's name and output", got[0].text)
 	}
-	if want := "delivered to slack:C0ASKED; delivered to slack:C0DIGEST"; e.history("r")[0].Delivery != want {
+	if want := "delivered to slack:C0ASKED"; e.history("r")[0].Delivery != want {
 		t.Errorf("delivery = %q, want %q", e.history("r")[0].Delivery, want)
 	}
 	if r, _ := e.db.GetRun(t.Context(), run.ID); !strings.HasSuffix(r.Input, "only prod") {

@@ -70,7 +70,9 @@ func (s Spec) Problems(id string, agents []string) []Problem {
 		add("schedule", "%v", strings.TrimPrefix(err.Error(), "schedule "))
 	}
 	if s.Timezone != "" {
-		if _, err := ParseSchedule("@daily", s.Timezone); err != nil {
+		if _, err := ParseSchedule("@daily", s.Timezone); err != nil && s.Timezone == "Local" {
+			add("timezone", "%q is the host's zone, which other hosts may not share: name the zone (e.g. UTC, Europe/Berlin)", s.Timezone)
+		} else if err != nil {
 			add("timezone", "unknown IANA zone %q (e.g. UTC, Europe/Berlin, America/New_York)", s.Timezone)
 		}
 	}

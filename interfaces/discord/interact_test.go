@@ -397,7 +397,8 @@ type fakeRoutines struct {
 }
 
 func (f *fakeRoutines) List(context.Context, core.RoutineFilter) (core.Page[core.Routine], error) {
-	return core.Page[core.Routine]{Items: []core.Routine{{ID: "daily-digest", AgentID: "ops", Schedule: "0 9 * * 1-5", Enabled: true},
+	return core.Page[core.Routine]{Items: []core.Routine{{ID: "daily-digest", AgentID: "ops", Schedule: "0 9 * * 1-5", Enabled: true,
+		Callers: []string{"channel:discord:1100000000000000001"}},
 		{ID: "deploy-prod", AgentID: "ops", Schedule: "@daily", Callers: []string{"role-deployers"}}}}, nil
 }
 

@@ -513,7 +513,7 @@ type fakeRoutines struct {
 func (f *fakeRoutines) List(context.Context, core.RoutineFilter) (core.Page[core.Routine], error) {
 	next := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
 	return core.Page[core.Routine]{Items: []core.Routine{
-		{ID: "daily-digest", AgentID: "ops", Schedule: "0 9 * * 1-5", Enabled: true, NextFireAt: &next},
+		{ID: "daily-digest", AgentID: "ops", Schedule: "0 9 * * 1-5", Enabled: true, NextFireAt: &next, Callers: []string{"channel:slack:C0DEPLOYS1"}},
 		{ID: "cost-check", AgentID: "ops", Schedule: "@daily"},
 		{ID: "deploy-prod", AgentID: "ops", Schedule: "@daily", Callers: []string{"channel:slack:C_OPS", "S0ONCALL01"}},
 	}}, nil

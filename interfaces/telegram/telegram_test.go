@@ -56,7 +56,8 @@ type fakeRoutines struct {
 }
 
 func (f *fakeRoutines) List(context.Context, core.RoutineFilter) (core.Page[core.Routine], error) {
-	return core.Page[core.Routine]{Items: []core.Routine{{ID: "daily-report", AgentID: "ops", Schedule: "0 9 * * *", Enabled: true},
+	return core.Page[core.Routine]{Items: []core.Routine{{ID: "daily-report", AgentID: "ops", Schedule: "0 9 * * *", Enabled: true,
+		Callers: []string{"channel:telegram:-1001234567890"}},
 		{ID: "deploy-prod", AgentID: "ops", Schedule: "@daily", Callers: []string{"telegram:5550001"}}}}, nil
 }
 
