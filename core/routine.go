@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -98,8 +100,8 @@ type Routine struct {
 	// 0 = never.
 	MaxFailures int `json:"max_failures"`
 	// Callers limit who may trigger the routine on demand (people, platform
-	// ids, groups, key roles, channels; see the README); empty = anyone who
-	// may reach it. Schedules fire whatever it says.
+	// ids, groups, key roles, channels; see the README); empty = keys with
+	// the operator role and up, no chat user. Schedules fire whatever it says.
 	Callers []string `json:"callers"`
 	// NextFireAt is the next due time; nil when disabled or when the
 	// schedule has no further time.
@@ -110,6 +112,22 @@ type Routine struct {
 	DisabledReason string    `json:"disabled_reason"`
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// Redacted is r as callers below admin see it: a webhook's URL, whose path
+// and query often carry the secret that lets anyone post there, is cut to
+// its scheme and host.
+func (r Routine) Redacted() Routine {
+	rest, ok := strings.CutPrefix(r.DeliverTo, "webhook:")
+	if !ok {
+		return r
+	}
+	if u, err := url.Parse(rest); err == nil && u.Host != "" {
+		r.DeliverTo = "webhook:" + u.Scheme + "://" + u.Host + "/…"
+	} else {
+		r.DeliverTo = "webhook:…"
+	}
+	return r
 }
 
 // RoutineEntry is one line of a routine's history: a fire (with its run), a

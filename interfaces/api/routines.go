@@ -54,6 +54,11 @@ func (s *server) listRoutines(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	if caller(r).Role < approval.RoleAdmin {
+		for i := range page.Items {
+			page.Items[i] = page.Items[i].Redacted()
+		}
+	}
 	writeJSON(w, http.StatusOK, nonNil(page))
 }
 
@@ -61,6 +66,9 @@ func (s *server) getRoutine(w http.ResponseWriter, r *http.Request) {
 	rt, ok := s.loadRoutine(w, r)
 	if !ok {
 		return
+	}
+	if caller(r).Role < approval.RoleAdmin {
+		rt = rt.Redacted()
 	}
 	writeJSON(w, http.StatusOK, rt)
 }

@@ -21,7 +21,7 @@ import (
 
 var routineDefs = []core.RoutineDef{
 	{ID: "daily-digest", AgentID: "demo", Schedule: "0 9 * * 1-5", Timezone: "Europe/Berlin",
-		Input: "Summarize yesterday's deploys.", DeliverTo: "none", Enabled: false, Missed: core.MissedSkip, MaxFailures: 5},
+		Input: "Summarize yesterday's deploys.", DeliverTo: webhookWithSecret, Enabled: false, Missed: core.MissedSkip, MaxFailures: 5},
 	{ID: "heartbeat", AgentID: "demo", Schedule: "@every 30m", Timezone: "UTC",
 		Input: "Are you there?", DeliverTo: "none", Enabled: true, Missed: core.MissedOnce, MaxFailures: 5},
 }
@@ -182,6 +182,34 @@ func TestRoutineToggleSurvivesRestart(t *testing.T) {
 	e, _ = startRoutineAPI(t, path) // the same file is synced again at start
 	if code := e.call("GET", "/api/v1/routines/daily-digest", "", &r); code != 200 || !r.Enabled || r.ConfigEnabled {
 		t.Fatalf("after a restart: %d enabled=%t config_enabled=%t; want the API's enable kept", code, r.Enabled, r.ConfigEnabled)
+	}
+}
+
+// webhookWithSecret is a deliver_to whose URL lets anyone who reads it post.
+const webhookWithSecret = "webhook:https://hooks.example.com/services/T0/B0/s3cretPath?token=s3cretQuery"
+
+// A webhook's URL is an admin's to read: keys below admin see its scheme
+// and host (MCP: TestRoutinesAndSessions).
+func TestRoutineWebhookSecretsAreAdminsOnly(t *testing.T) {
+	const viewerKey, operatorKey = "viewer-key-0123456789abcdef", "operator-key-0123456789abcdef"
+	e, _ := startRoutineAPI(t, filepath.Join(t.TempDir(), "db.sqlite"),
+		api.Key{Name: "root", Secret: adminKey, Role: approval.RoleAdmin},
+		api.Key{Name: "ops", Secret: operatorKey, Role: approval.RoleOperator},
+		api.Key{Name: "watch", Secret: viewerKey, Role: approval.RoleViewer})
+	for _, c := range []struct{ key, want string }{
+		{viewerKey, "webhook:https://hooks.example.com/…"},
+		{operatorKey, "webhook:https://hooks.example.com/…"},
+		{adminKey, webhookWithSecret},
+	} {
+		e.key = c.key
+		var one core.Routine
+		var page core.Page[core.Routine]
+		if code := e.call("GET", "/api/v1/routines/daily-digest", "", &one); code != 200 || one.DeliverTo != c.want {
+			t.Errorf("GET the routine: %d, deliver_to %q, want %q", code, one.DeliverTo, c.want)
+		}
+		if code := e.call("GET", "/api/v1/routines", "", &page); code != 200 || len(page.Items) == 0 || page.Items[0].DeliverTo != c.want {
+			t.Errorf("GET the list: %d, %+v, want deliver_to %q", code, page.Items, c.want)
+		}
 	}
 }
 

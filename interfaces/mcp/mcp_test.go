@@ -72,7 +72,7 @@ func newGateway(t *testing.T) *gateway {
 		t.Fatal(err)
 	}
 	if err := rt.Sync(t.Context(), []core.RoutineDef{{ID: "digest", AgentID: "demo", Schedule: "0 9 * * *", Timezone: "UTC",
-		Input: "Summarize the deploys.", DeliverTo: "none", Enabled: true, Missed: core.MissedSkip, MaxFailures: 5}}); err != nil {
+		Input: "Summarize the deploys.", DeliverTo: digestWebhook, Enabled: true, Missed: core.MissedSkip, MaxFailures: 5}}); err != nil {
 		t.Fatal(err)
 	}
 	hub := &core.Hub{}
@@ -434,13 +434,21 @@ func TestRunAgentProgress(t *testing.T) {
 	t.Fatalf("no run_agent call of 5 reported every step before its pause; progress by token: %q", got)
 }
 
+// digestWebhook is a deliver_to whose URL lets anyone who reads it post.
+const digestWebhook = "webhook:http://127.0.0.1:9/hooks/s3cretPath?token=s3cretQuery"
+
 func TestRoutinesAndSessions(t *testing.T) {
 	g := newGateway(t)
 	c := g.httpClient(clientOpts{})
 	var routines core.Page[core.Routine]
 	structured(t, call(t, c, "list_routines", nil), &routines)
-	if len(routines.Items) != 1 || routines.Items[0].ID != "digest" {
+	if len(routines.Items) != 1 || routines.Items[0].ID != "digest" || routines.Items[0].DeliverTo != digestWebhook {
 		t.Fatalf("routines = %+v", routines)
+	}
+	// A webhook's URL is an admin's to read: a viewer sees its host.
+	structured(t, call(t, g.httpClient(clientOpts{key: viewerKey}), "list_routines", nil), &routines)
+	if len(routines.Items) != 1 || routines.Items[0].DeliverTo != "webhook:http://127.0.0.1:9/…" {
+		t.Fatalf("routines as a viewer = %+v, want the webhook cut to its host", routines)
 	}
 	var fired core.Run
 	structured(t, call(t, c, "trigger_routine", map[string]any{"routine_id": "digest", "input": "only prod"}), &fired)

@@ -254,7 +254,13 @@ func mayUse(ctx context.Context, agent string) *mcpgo.CallToolResult {
 }
 
 func (h *handlers) listRoutines(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-	return pageResult(h.cfg.Routines.List(ctx, core.RoutineFilter{AgentIDs: caller(ctx).Agents, ListOptions: page(req)}))
+	p, err := h.cfg.Routines.List(ctx, core.RoutineFilter{AgentIDs: caller(ctx).Agents, ListOptions: page(req)})
+	if caller(ctx).Role < approval.RoleAdmin {
+		for i := range p.Items {
+			p.Items[i] = p.Items[i].Redacted()
+		}
+	}
+	return pageResult(p, err)
 }
 
 func (h *handlers) triggerRoutine(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
