@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Attachment is a file someone gave an agent with their message: a chat
@@ -41,6 +42,33 @@ func (a Attachment) Describe() string {
 		s += ": " + a.Note
 	}
 	return s + "]"
+}
+
+// FileName is name as a file is named where it is kept and uploaded: its
+// last path element, without control characters (a CR/LF in a tool's
+// Content-Disposition would reach the multipart headers of an upload) or
+// bidirectional overrides ("invoice\u202efdp.exe" shows as "invoiceexe.pdf"),
+// at most 200 bytes; "file" when nothing is left.
+func FileName(name string) string {
+	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
+		name = name[i+1:]
+	}
+	name = strings.Map(func(r rune) rune {
+		switch {
+		case r < 0x20, r == 0x7f, r >= 0x80 && r < 0xa0, r == utf8.RuneError,
+			r >= '\u200e' && r <= '\u200f', r >= '\u2028' && r <= '\u202e', r >= '\u2066' && r <= '\u2069':
+			return -1
+		}
+		return r
+	}, name)
+	for len(name) > 200 {
+		_, size := utf8.DecodeLastRuneInString(name)
+		name = name[:len(name)-size]
+	}
+	if name = strings.TrimSpace(name); name == "" || name == "." || name == ".." {
+		return "file"
+	}
+	return name
 }
 
 func orUnknown(s string) string {

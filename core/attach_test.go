@@ -117,3 +117,24 @@ func TestToolFilesAreJournaled(t *testing.T) {
 		t.Errorf("the model read %q", got)
 	}
 }
+
+// A file's name keeps no path, no control character (a CR/LF would reach
+// an upload's multipart headers) and no more than 200 bytes.
+func TestFileName(t *testing.T) {
+	long := strings.Repeat("é", 150) // 300 bytes
+	for in, want := range map[string]string{
+		"report.pdf":             "report.pdf",
+		"../../etc/passwd":       "passwd",
+		`C:\Users\x\chart.png`:   "chart.png",
+		"a\r\nX-Injected: 1.png": "aX-Injected: 1.png",
+		"\u202eevil\u2028.txt":   "evil.txt",
+		"..":                     "file",
+		" \t ":                   "file",
+		"dir/":                   "file",
+		long:                     strings.Repeat("é", 100),
+	} {
+		if got := core.FileName(in); got != want {
+			t.Errorf("FileName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

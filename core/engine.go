@@ -1218,6 +1218,7 @@ func (r *runner) storeFiles(ctx context.Context, files []File) ([]Attachment, er
 	for _, f := range files {
 		a := f.Attachment
 		a.Size = int64(len(f.Data))
+		a.Name = FileName(a.Name)
 		if r.e.cfg.Blobs == nil {
 			a.Note = "not kept: this gateway has no file store"
 		} else {

@@ -132,7 +132,7 @@ func (f Files) log() *slog.Logger {
 // give (Telegram photos have none).
 func fileName(f InFile) string {
 	if f.Name != "" {
-		return f.Name
+		return core.FileName(f.Name)
 	}
 	ext := ""
 	if exts, _ := mime.ExtensionsByType(f.MIME); len(exts) > 0 {

@@ -80,6 +80,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 60 * time.Second}
 	}
+	// Every URL holds the token (/bot<token>/…): a redirect is not followed,
+	// or Go would send it on to wherever it points in the Referer header.
+	hc := *cfg.HTTPClient
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	cfg.HTTPClient = &hc
 	if cfg.MaxRetries <= 0 {
 		cfg.MaxRetries = 3
 	}

@@ -211,6 +211,38 @@ func TestDownloadErrorsHideToken(t *testing.T) {
 	}
 }
 
+// A Bot API (or proxy) answering with a redirect does not get the token
+// sent on: every URL holds it, and Go puts the last URL in the Referer of
+// the request it follows with.
+func TestRedirectsDoNotCarryTheToken(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seen []string
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.URL.String()+" referer="+r.Referer())
+		mu.Unlock()
+		_, _ = io.WriteString(w, `{"ok":true,"result":{"message_id":7,"date":0,"chat":{"id":1,"type":"private"}}}`)
+	}))
+	defer elsewhere.Close()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+"/landing", http.StatusFound)
+	}))
+	defer api.Close()
+	c, err := telegram.NewClient(telegram.ClientConfig{Token: token, APIURL: api.URL, MaxRetries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Send(t.Context(), 1, 0, "hi", nil); err == nil {
+		t.Errorf("Send through a redirect: no error, want the redirect refused")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) > 0 {
+		t.Errorf("the redirect's target was asked %q", seen)
+	}
+}
+
 // tinyPNG is a 2×1 PNG image.
 var tinyPNG = func() []byte {
 	var b bytes.Buffer

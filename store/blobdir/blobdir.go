@@ -77,10 +77,26 @@ func (d *Dir) PutBlob(_ context.Context, data []byte) (string, error) {
 	if err == nil {
 		err = os.Rename(tmp.Name(), name)
 	}
+	if err == nil {
+		err = syncDir(d.path) // the rename survives a power loss, as the journal naming it does
+	}
 	if err != nil {
 		return "", fmt.Errorf("put blob: %w", err)
 	}
 	return id, nil
+}
+
+// syncDir flushes directory dir's entries to disk.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // GetBlob implements core.Blobs. An id that is not a blob id names no file.
