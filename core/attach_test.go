@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -136,5 +137,63 @@ func TestFileName(t *testing.T) {
 		if got := core.FileName(in); got != want {
 			t.Errorf("FileName(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A message shows a model at most core.MaxImages images, none over
+// core.MaxImageBytes and core.MaxImagesBytes in all (a provider refuses
+// more, and the run would fail); the rest are described, with why.
+func TestImagesShownWithinLimits(t *testing.T) {
+	t.Parallel()
+	m := &scriptModel{Func: func(int, core.ModelRequest) (core.ModelResponse, error) { return core.ModelResponse{Text: "seen"}, nil }}
+	var blobs core.Blobs
+	h := newHarness(t, map[string]*core.Agent{"seeing": {Model: m, Images: true}}, sqlite.Options{}, func(h *harness) {
+		d, err := blobdir.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.blobs, blobs = d, d
+	})
+	image := func(name string, size int64) core.Attachment {
+		data := []byte("\x89PNG\r\n\x1a\n" + name)
+		id, err := blobs.PutBlob(t.Context(), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return core.Attachment{ID: id, Name: name, MIME: "image/png", Size: size}
+	}
+	for _, tc := range []struct {
+		name  string
+		files []core.Attachment
+		shown int
+		note  string
+	}{
+		{"one too large", []core.Attachment{image("big.png", core.MaxImageBytes+1), image("small.png", 100)}, 1,
+			"[attached: big.png (image/png, 5.0 MB): not shown: larger than the 5.0 MB an image may be]"},
+		{"too many", func() (fs []core.Attachment) {
+			for i := range core.MaxImages + 2 {
+				fs = append(fs, image(fmt.Sprintf("shot%d.png", i), 100))
+			}
+			return fs
+		}(), core.MaxImages, "[attached: shot9.png (image/png, 100 B): not shown: a message shows at most 8 images]"},
+		{"too much in all", func() (fs []core.Attachment) {
+			for i := range 5 {
+				fs = append(fs, image(fmt.Sprintf("scan%d.png", i), 4_900_000))
+			}
+			return fs
+		}(), 4, "[attached: scan4.png (image/png, 4.9 MB): not shown: the message's images are over 20.0 MB in all]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := len(m.requests())
+			run, err := h.eng.Submit(t.Context(), core.SubmitRequest{AgentID: "seeing", UserID: "ana", Attachments: tc.files})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.waitStatus(run.ID, core.RunCompleted)
+			msg := m.requests()[n].Messages[0]
+			if len(msg.Files) != tc.shown || !strings.Contains(msg.Content, tc.note) {
+				t.Errorf("the model was shown %d images and told %q; want %d and %q", len(msg.Files), msg.Content, tc.shown, tc.note)
+			}
+		})
 	}
 }

@@ -1058,15 +1058,40 @@ func (r *runner) modelRequest(ctx context.Context) (ModelRequest, error) {
 	return req, nil
 }
 
+// Images a model is shown with one message: at most MaxImages, each at most
+// MaxImageBytes (Anthropic's limit per image) and MaxImagesBytes in all
+// (a request stays under the providers' size limits, and in memory). The
+// rest are described, with why they are not shown.
+const (
+	MaxImages      = 8
+	MaxImageBytes  = 5_000_000
+	MaxImagesBytes = 20_000_000
+)
+
 // userMessage is m as the model reads it: its text, with each attachment
 // described, or given as an image when the agent's model takes images.
 func (r *runner) userMessage(ctx context.Context, m UserMessage) (Message, error) {
 	images := r.agent.Images && r.e.cfg.Blobs != nil
 	msg := Message{Role: RoleUser, Content: userContent(m.Text, m.Attachments, images)}
+	var total int64
 	for _, a := range m.Attachments {
 		if !images || !a.Image() {
 			continue
 		}
+		switch {
+		case a.Size > MaxImageBytes:
+			a.Note = "not shown: larger than the " + ByteSize(MaxImageBytes) + " an image may be"
+		case len(msg.Files) == MaxImages:
+			a.Note = fmt.Sprintf("not shown: a message shows at most %d images", MaxImages)
+		case total+a.Size > MaxImagesBytes:
+			a.Note = "not shown: the message's images are over " + ByteSize(MaxImagesBytes) + " in all"
+		}
+		if a.Note != "" {
+			a.ID = ""
+			msg.Content = userContent(msg.Content, []Attachment{a}, false)
+			continue
+		}
+		total += a.Size
 		data, err := r.e.cfg.Blobs.GetBlob(ctx, a.ID)
 		if errors.Is(err, ErrNotFound) { // gone (pruned): described instead
 			a.Note, a.ID = "no longer stored", ""

@@ -90,12 +90,6 @@ func (f Files) Attach(ctx context.Context, files []InFile) ([]core.Attachment, e
 	}
 	var out []core.Attachment
 	var large []string
-	defer func() {
-		if len(large) > 0 && f.TooLarge != nil {
-			f.TooLarge(ctx, fmt.Sprintf("%s: the agent takes files up to %s. It was told the file was not kept.",
-				strings.Join(large, ", "), core.ByteSize(limit)))
-		}
-	}()
 	for _, in := range files {
 		a := core.Attachment{Name: fileName(in), MIME: in.MIME, Size: in.Size}
 		switch {
@@ -117,6 +111,12 @@ func (f Files) Attach(ctx context.Context, files []InFile) ([]core.Attachment, e
 			a.Size, a.MIME = int64(len(data)), sniff(in.MIME, data)
 		}
 		out = append(out, a)
+	}
+	// Told once the message is taken: a failure to store is retried, and
+	// would tell the sender again at each attempt.
+	if len(large) > 0 && f.TooLarge != nil {
+		f.TooLarge(ctx, fmt.Sprintf("%s: the agent takes files up to %s. It was told the file was not kept.",
+			strings.Join(large, ", "), core.ByteSize(limit)))
 	}
 	return out, nil
 }
@@ -142,12 +142,14 @@ func fileName(f InFile) string {
 }
 
 // sniff is the type of data: an image is what its bytes say (a model is
-// told the type of an image it is given); anything else is what the
-// platform says, unless it said nothing or something generic.
+// told the type of an image it is given, and a provider refuses a request
+// whose "image" is not one); anything else is what the platform says,
+// unless it said nothing, something generic, or an image it is not.
 func sniff(declared string, data []byte) string {
 	detected, _, _ := strings.Cut(http.DetectContentType(data), ";")
 	declared, _, _ = strings.Cut(declared, ";")
-	if strings.HasPrefix(detected, "image/") || declared == "" || declared == "application/octet-stream" {
+	if strings.HasPrefix(detected, "image/") || strings.HasPrefix(declared, "image/") ||
+		declared == "" || declared == "application/octet-stream" {
 		return detected
 	}
 	return declared
