@@ -382,8 +382,10 @@ func (s *Scheduler) Trigger(ctx context.Context, id, extra, userID string) (core
 
 // TriggerIn is Trigger with where it was asked from. Asked from a chat
 // conversation m.Binding (a slash command), the run's result is posted
-// there (as well as to the routine's deliver_to, when that is another
-// place), and its approvals are asked there. m.DedupeKey, when set, names
+// there (and only there), and its approvals are asked there. A run with
+// extra input asked for elsewhere (REST, MCP) has a session of its own: in
+// the routine's session its input and answer would be the history of
+// every scheduled run after it ("from now on, also …"). m.DedupeKey, when set, names
 // the command in the platform's inbox: a command delivered again fires
 // nothing more (and audits nothing more) and returns the run the first
 // delivery started. m.Audit is recorded in the fire's transaction.
@@ -399,6 +401,10 @@ func (s *Scheduler) TriggerIn(ctx context.Context, m core.ManualFire) (core.Run,
 	}
 	now := s.cfg.Clock.Now().UTC()
 	nr := newRunIn(r, input, m.UserID, m.Binding, now)
+	if m.Binding.Platform == "" && input != r.Input {
+		sid := core.SessionIDFor(SessionID(r)+":manual:"+nr.Run.ID, "routine")
+		nr.Session.ID, nr.Run.SessionID = sid, sid
+	}
 	if m.DedupeKey != "" {
 		nr.Platform, nr.DedupeKey = m.Binding.Platform, m.DedupeKey
 	}
