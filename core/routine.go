@@ -109,9 +109,14 @@ type Routine struct {
 	LastFireAt          *time.Time `json:"last_fire_at"`
 	ConsecutiveFailures int        `json:"consecutive_failures"`
 	// DisabledReason is set when the routine disabled itself (failure budget).
-	DisabledReason string    `json:"disabled_reason"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
+	DisabledReason string `json:"disabled_reason"`
+	// ChangedBy is the principal that made the routine, or last changed it,
+	// through the API; "" when the config file's definition stands. It is
+	// the requester of the scheduled runs, so that a tool's
+	// exclude_requester keeps whoever wrote what they do from approving it.
+	ChangedBy string    `json:"changed_by,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Redacted is r as callers below admin see it: a webhook's URL, whose path
@@ -169,6 +174,8 @@ type RoutineDef struct {
 	// the routine is new, its schedule or timezone changed, it becomes
 	// enabled by this sync, or it has no next fire time. Zero = none.
 	NextFireAt time.Time
+	// By is the principal creating it through the API (Routine.ChangedBy).
+	By string
 }
 
 // ConfigHash fingerprints the definition fields of d (not ID, Enabled or
@@ -198,8 +205,10 @@ type RoutineSpec struct {
 	Missed  *string `json:"missed,omitempty"`
 	// MaxFailures: 0 = the default 5, -1 = never disable, as in the file.
 	MaxFailures *int `json:"max_failures,omitempty"`
-	// Callers: who may trigger it on demand; [] = anyone.
+	// Callers: who may trigger it on demand; [] = keys only.
 	Callers *[]string `json:"callers,omitempty"`
+	// By is the principal sending it (the API's caller), not read from JSON.
+	By string `json:"-"`
 }
 
 // RoutinePatch is the input of UpdateRoutine: each non-nil field replaces
@@ -222,6 +231,8 @@ type RoutinePatch struct {
 	// next fire time. Zero = none.
 	NextFireAt time.Time
 	At         time.Time
+	// By, when set, becomes the routine's ChangedBy.
+	By string
 }
 
 // RoutineToggle is the input of SetRoutineEnabled.

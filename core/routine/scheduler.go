@@ -1,6 +1,7 @@
 package routine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -354,8 +355,12 @@ func newRun(r core.Routine, input, userID string, now time.Time) core.NewRun {
 // fire asked from a chat conversation (b set), in the routine's session for
 // that conversation: its result and approvals go there.
 func newRunIn(r core.Routine, input, userID string, b core.Binding, now time.Time) core.NewRun {
+	startedBy := userID
 	if userID == "" {
+		// A scheduled run is asked by whoever wrote what it does: the
+		// routine's author through the API, else the routine itself.
 		userID = "routine:" + r.ID
+		startedBy = cmp.Or(r.ChangedBy, userID)
 	}
 	sid := SessionID(r)
 	if b.Platform != "" {
@@ -366,7 +371,7 @@ func newRunIn(r core.Routine, input, userID string, b core.Binding, now time.Tim
 	return core.NewRun{
 		Session: core.Session{ID: sid, AgentID: r.AgentID, UserID: "routine:" + r.ID, Title: "Routine " + r.ID,
 			Binding: b, CreatedAt: now, UpdatedAt: now},
-		Run: core.Run{ID: core.NewID("run"), SessionID: sid, AgentID: r.AgentID, UserID: userID, StartedBy: userID,
+		Run: core.Run{ID: core.NewID("run"), SessionID: sid, AgentID: r.AgentID, UserID: userID, StartedBy: startedBy,
 			Type: core.RunTypeRoutine, Status: core.RunQueued, RoutineID: r.ID, Input: input, CreatedAt: now},
 		Events: []core.Event{ev},
 	}
@@ -521,6 +526,7 @@ func (s *Scheduler) Create(ctx context.Context, id string, in core.RoutineSpec) 
 		return core.Routine{}, err
 	}
 	d := spec.Def(id)
+	d.By = in.By
 	sched, err := ParseSchedule(d.Schedule, d.Timezone)
 	if err != nil {
 		return core.Routine{}, &core.InputError{Msg: err.Error()}
@@ -565,7 +571,7 @@ func (s *Scheduler) Update(ctx context.Context, id string, in core.RoutineSpec) 
 		return core.Routine{}, &core.InputError{Msg: err.Error()}
 	}
 	now := s.cfg.Clock.Now().UTC()
-	p := core.RoutinePatch{Enabled: in.Enabled, NextFireAt: sched.Next(now), At: now}
+	p := core.RoutinePatch{Enabled: in.Enabled, NextFireAt: sched.Next(now), At: now, By: in.By}
 	if in.Agent != nil {
 		p.AgentID = &d.AgentID
 	}

@@ -658,6 +658,42 @@ func TestExtraInputDoesNotBecomeTheRoutinesHistory(t *testing.T) {
 	}
 }
 
+// A scheduled run is asked by whoever wrote what it does: the key that
+// made or last changed the routine through the API (so a tool's
+// exclude_requester keeps them from approving it), the routine itself
+// while the file's definition stands.
+func TestScheduledRunsAreAskedByTheRoutinesAuthor(t *testing.T) {
+	ctx := t.Context()
+	e := newEnv(t, utc("2026-01-09 10:30:00"))
+	e.sync(def("file", "@every 30m"))
+	if _, err := e.s.Create(ctx, "mine", core.RoutineSpec{Agent: str("ops"), Schedule: str("@every 30m"), Input: str("check"), By: "key:alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Update(ctx, "file", core.RoutineSpec{Input: str("deploy everything"), By: "key:bob"}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(30 * time.Minute)
+	if n := e.tick(); n != 2 {
+		t.Fatalf("fired %d runs, want 2", n)
+	}
+	for id, want := range map[string]string{"mine": "key:alice", "file": "key:bob"} {
+		run, err := e.db.GetRun(ctx, e.history(id)[0].RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.StartedBy != want || run.UserID != "routine:"+id || e.routine(id).ChangedBy != want {
+			t.Errorf("%s: run started by %q (user %q), routine changed by %q; want %s", id, run.StartedBy, run.UserID, e.routine(id).ChangedBy, want)
+		}
+	}
+	// The file's definition changing again takes the routine back.
+	d := def("file", "@every 30m")
+	d.Input = "report twice"
+	e.sync(d)
+	if by := e.routine("file").ChangedBy; by != "" {
+		t.Errorf("after the file changed it: changed by %q, want the file's", by)
+	}
+}
+
 // A slash command delivered twice (Socket Mode redelivers what it saw no
 // acknowledgement for) starts one run; the second answers with the first.
 func TestTriggerInDedupes(t *testing.T) {

@@ -184,6 +184,7 @@ func (s *server) createRoutine(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) || !s.specAllowed(w, r, req.RoutineSpec) {
 		return
 	}
+	req.RoutineSpec.By = caller(r).ID
 	rt, err := s.cfg.Routines.Create(r.Context(), req.ID, req.RoutineSpec)
 	if err != nil {
 		s.failRoutine(w, err)
@@ -202,6 +203,7 @@ func (s *server) updateRoutine(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.loadRoutine(w, r); !ok || !s.specAllowed(w, r, req) {
 		return
 	}
+	req.By = caller(r).ID
 	rt, err := s.cfg.Routines.Update(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		s.failRoutine(w, err)

@@ -20,7 +20,8 @@ import (
 const (
 	// RoutineCols select a routine, in the order drivers scan it.
 	RoutineCols = `id, agent_id, schedule, timezone, input, deliver_to, enabled, config_enabled, missed,
-		max_failures, next_fire_at, last_fire_at, consecutive_failures, disabled_reason, created_at, updated_at, source, callers`
+		max_failures, next_fire_at, last_fire_at, consecutive_failures, disabled_reason, created_at, updated_at, source, callers,
+		changed_by`
 	// EntryCols select a history entry with its run's status; the query
 	// names routine_history h and LEFT JOINs runs r (EntryFrom).
 	EntryCols = `h.routine_id, h.kind, h.due_at, h.fired_at, h.run_id, COALESCE(r.status, ''),
@@ -158,7 +159,7 @@ func syncRoutine(ctx context.Context, tx RoutineTx, d core.RoutineDef, at time.T
 // newRoutine is the row of a new routine defined by d.
 func newRoutine(d core.RoutineDef, source core.RoutineSource, at time.Time) RoutineRow {
 	r := RoutineRow{Routine: core.Routine{ID: d.ID, Enabled: d.Enabled, ConfigEnabled: d.Enabled, Source: source,
-		CreatedAt: at, UpdatedAt: at}}
+		ChangedBy: d.By, CreatedAt: at, UpdatedAt: at}}
 	define(&r.Routine, d)
 	if d.Enabled {
 		r.NextFireAt = timePtr(d.NextFireAt)
@@ -185,6 +186,7 @@ func resync(cur RoutineRow, d core.RoutineDef, at time.Time) RoutineRow {
 	hash := d.ConfigHash()
 	if takeover || hash != cur.ConfigHash { // the file's definition changed: it wins
 		define(&u.Routine, d)
+		u.ChangedBy = ""
 	}
 	becameEnabled := false
 	if takeover || d.Enabled != cur.ConfigEnabled { // the file's value changed: it wins
@@ -272,6 +274,9 @@ func patched(cur RoutineRow, p core.RoutinePatch) RoutineRow {
 	set(&u.Missed, p.Missed)
 	set(&u.MaxFailures, p.MaxFailures)
 	set(&u.Callers, p.Callers)
+	if p.By != "" {
+		u.ChangedBy = p.By
+	}
 	becameEnabled := false
 	if p.Enabled != nil && *p.Enabled != cur.Enabled {
 		becameEnabled = *p.Enabled

@@ -24,7 +24,7 @@ func ScanRoutine(s Row, extra ...any) (core.Routine, error) {
 	var missed, source, callers string
 	dest := append(extra, &x.ID, &x.AgentID, &x.Schedule, &x.Timezone, &x.Input, &x.DeliverTo, &x.Enabled,
 		&x.ConfigEnabled, &missed, &x.MaxFailures, AtOpt(&x.NextFireAt), AtOpt(&x.LastFireAt), &x.ConsecutiveFailures,
-		&x.DisabledReason, At(&x.CreatedAt), At(&x.UpdatedAt), &source, &callers)
+		&x.DisabledReason, At(&x.CreatedAt), At(&x.UpdatedAt), &source, &callers, &x.ChangedBy)
 	if err := s.Scan(dest...); err != nil {
 		return core.Routine{}, err
 	}
@@ -54,7 +54,7 @@ func scanRoutineRow(r Row) (core.Routine, error) { return ScanRoutine(r) }
 func routineArgs(r RoutineRow) []any {
 	return []any{r.ID, r.AgentID, r.Schedule, r.Timezone, r.Input, r.DeliverTo, r.Enabled, r.ConfigEnabled,
 		string(r.Missed), r.MaxFailures, r.NextFireAt, r.LastFireAt, r.ConsecutiveFailures, r.DisabledReason,
-		r.CreatedAt, r.UpdatedAt, string(r.Source), lines.Join(r.Callers), r.ConfigHash}
+		r.CreatedAt, r.UpdatedAt, string(r.Source), lines.Join(r.Callers), r.ChangedBy, r.ConfigHash}
 }
 
 // LockRoutine implements RoutineTx.
@@ -72,7 +72,7 @@ func (t RoutineSQL) LockRoutine(ctx context.Context, id string) (RoutineRow, err
 func (t RoutineSQL) InsertRoutine(ctx context.Context, r RoutineRow) (core.Routine, bool, error) {
 	var out core.Routine
 	err := One(ctx, t.C, `INSERT INTO routines (`+RoutineCols+`, config_hash)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING RETURNING `+RoutineCols, routineArgs(r), func(row Row) (err error) {
 		out, err = ScanRoutine(row)
 		return err
@@ -90,7 +90,7 @@ func (t RoutineSQL) WriteRoutine(ctx context.Context, r RoutineRow) (out core.Ro
 	err = One(ctx, t.C, `UPDATE routines SET agent_id = ?2, schedule = ?3, timezone = ?4, input = ?5,
 		deliver_to = ?6, enabled = ?7, config_enabled = ?8, missed = ?9, max_failures = ?10, next_fire_at = ?11,
 		last_fire_at = ?12, consecutive_failures = ?13, disabled_reason = ?14, updated_at = ?15, source = ?16,
-		callers = ?17, config_hash = ?18 WHERE id = ?1 RETURNING `+RoutineCols, a, func(row Row) (err error) {
+		callers = ?17, changed_by = ?18, config_hash = ?19 WHERE id = ?1 RETURNING `+RoutineCols, a, func(row Row) (err error) {
 		out, err = ScanRoutine(row)
 		return err
 	})
