@@ -149,13 +149,37 @@ func (s Sender) log() *slog.Logger {
 	return s.Logger
 }
 
+// Uploads is how a platform takes a run's files (Sender.Upload).
+type Uploads struct {
+	// File uploads one file where the answer went.
+	File func(ctx context.Context, f core.File) (ref string, err error)
+	// Max is the largest file the platform takes, 0 = none of its own; a
+	// larger file is named in a note (Note posts text where the answer
+	// went) instead of refused at every attempt.
+	Max  int64
+	Note func(ctx context.Context, text string) (ref string, err error)
+}
+
 // Upload uploads files through the outbox, each once, under key:file:i:
-// the files a run's tools returned, below its answer.
-func (s Sender) Upload(ctx context.Context, key string, files []core.File, upload func(context.Context, core.File) (ref string, err error)) error {
+// the files a run's tools returned, below its answer. An empty file is
+// left out (platforms refuse them). A file that fails does not hold back
+// the ones after it: the error, returned once all were tried, retries the
+// job, which skips what was sent.
+func (s Sender) Upload(ctx context.Context, key string, files []core.File, u Uploads) error {
+	var errs []error
 	for i, f := range files {
-		if _, err := s.PostOnce(ctx, key+":file:"+strconv.Itoa(i), func(ctx context.Context) (string, error) { return upload(ctx, f) }); err != nil {
-			return fmt.Errorf("upload %s: %w", f.Name, err)
+		post := func(ctx context.Context) (string, error) { return u.File(ctx, f) }
+		switch size := int64(len(f.Data)); {
+		case size == 0:
+			s.log().Warn(s.Platform+" file is empty; not uploaded", "key", key, "file", f.Name)
+			continue
+		case u.Max > 0 && size > u.Max:
+			text := fmt.Sprintf("📎 %s (%s) was not uploaded: files here may be at most %s.", f.Name, core.ByteSize(size), core.ByteSize(u.Max))
+			post = func(ctx context.Context) (string, error) { return u.Note(ctx, text) }
+		}
+		if _, err := s.PostOnce(ctx, key+":file:"+strconv.Itoa(i), post); err != nil {
+			errs = append(errs, fmt.Errorf("upload %s: %w", f.Name, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -150,4 +151,41 @@ func openDB(t *testing.T) *sqlite.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// Upload tries every file: an empty one is left out, one over the
+// platform's limit becomes a note, and one that fails holds back none
+// after it; the retry (the error retries the job) sends the failed one and
+// nothing twice.
+func TestUploadTriesEveryFile(t *testing.T) {
+	db := openDB(t)
+	s := chat.Sender{Outbox: db, Clock: core.SystemClock{}, Platform: "test"}
+	file := func(name string, size int) core.File {
+		return core.File{Attachment: core.Attachment{Name: name}, Data: make([]byte, size)}
+	}
+	files := []core.File{file("a.png", 10), file("empty.txt", 0), file("video.mp4", 200), file("flaky.pdf", 10), file("e.csv", 10)}
+	var sent []string
+	failed := false
+	u := chat.Uploads{
+		File: func(_ context.Context, f core.File) (string, error) {
+			if f.Name == "flaky.pdf" && !failed {
+				failed = true
+				return "", errors.New("500 internal error")
+			}
+			sent = append(sent, f.Name)
+			return "", nil
+		},
+		Max:  100,
+		Note: func(_ context.Context, text string) (string, error) { sent = append(sent, text); return "", nil },
+	}
+	if err := s.Upload(t.Context(), "test:reply:run_1", files, u); err == nil || !strings.Contains(err.Error(), "flaky.pdf") {
+		t.Errorf("first attempt: %v, want flaky.pdf's error", err)
+	}
+	if err := s.Upload(t.Context(), "test:reply:run_1", files, u); err != nil {
+		t.Errorf("retry: %v", err)
+	}
+	want := []string{"a.png", "📎 video.mp4 (200 B) was not uploaded: files here may be at most 100 B.", "e.csv", "flaky.pdf"}
+	if !slices.Equal(sent, want) {
+		t.Errorf("sent %q, want %q", sent, want)
+	}
 }

@@ -45,7 +45,9 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 			return err
 		}
 	}
-	return n.Sender.Upload(ctx, key, a.Files, func(ctx context.Context, f core.File) (string, error) {
-		return n.Client.PostFile(ctx, channel, f.Name, f.Data, "")
+	return n.Sender.Upload(ctx, key, a.Files, chat.Uploads{
+		File: func(ctx context.Context, f core.File) (string, error) { return n.Client.PostFile(ctx, channel, f.Name, f.Data, "") },
+		Max:  MaxUpload,
+		Note: func(ctx context.Context, text string) (string, error) { return n.Client.Post(ctx, channel, Message{Content: text}) },
 	})
 }

@@ -35,9 +35,9 @@ func (c *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 		}
 	}
 	b := a.Binding
-	return c.Sender.Upload(ctx, "slack:reply:"+a.Run.ID, a.Files, func(ctx context.Context, f core.File) (string, error) {
+	return c.Sender.Upload(ctx, "slack:reply:"+a.Run.ID, a.Files, chat.Uploads{File: func(ctx context.Context, f core.File) (string, error) {
 		return "", c.Client.Upload(ctx, b.Channel, b.Thread, f.Name, f.Name, f.Data)
-	})
+	}})
 }
 
 func sectionBlocks(sections []string) []slackapi.Block {

@@ -71,10 +71,10 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 	if err != nil {
 		return err
 	}
-	return n.Sender.Upload(ctx, "telegram:"+key, a.Files, func(ctx context.Context, f core.File) (string, error) {
+	return n.Sender.Upload(ctx, "telegram:"+key, a.Files, chat.Uploads{File: func(ctx context.Context, f core.File) (string, error) {
 		id, err := n.Client.SendFile(ctx, chatID, threadID(a.Binding.Thread), f.Name, f.MIME, f.Data, "")
 		return strconv.Itoa(id), err
-	})
+	}})
 }
 
 // gone reports whether an edit failed because its message was deleted or
