@@ -82,6 +82,13 @@ func (s *Scheduler) HandleResult(ctx context.Context, job core.Job) error {
 	if err != nil {
 		return err
 	}
+	if run.CreatedAt.Before(r.CreatedAt) {
+		// The routine was deleted and made anew under its id since this
+		// run fired: its output is not the new routine's to deliver (to
+		// another target, perhaps another team's), nor its failure to count.
+		s.log.Warn("routine result: the routine was made anew since the run; not delivered", "routine", p.RoutineID, "run", run.ID)
+		return ignoreNotFound(s.cfg.Store.SetRoutineDelivery(ctx, run.ID, "not delivered: the routine was deleted, and made anew, since this run"))
+	}
 	reason := fmt.Sprintf("disabled after %d consecutive failed runs; fix the cause, then enable it again", r.MaxFailures)
 	entry, err := s.cfg.Store.SettleRoutineRun(ctx, core.RoutineSettle{
 		RunID: run.ID, Status: run.Status, At: s.cfg.Clock.Now().UTC(), DisableReason: reason,

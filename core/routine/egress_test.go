@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/core/egress"
@@ -254,5 +255,34 @@ func TestDeletedRoutineDeliversNothing(t *testing.T) {
 	h, err := e.db.RoutineHistory(t.Context(), "mine", core.ListOptions{})
 	if err != nil || len(h.Items) != 1 || h.Items[0].Delivery != "not delivered: the routine no longer exists" {
 		t.Errorf("history after delete = %+v, %v", h.Items, err)
+	}
+}
+
+// A routine deleted and made anew under its id (by another admin, with
+// another target) does not deliver what the old one's run answered, nor
+// count its failure.
+func TestRemadeRoutineDeliversNotTheOldRuns(t *testing.T) {
+	t.Parallel()
+	hook := newWebhook(t, 0)
+	e := newEnvWith(t, utc("2026-01-09 10:30:00"), allowing(t, "127.0.0.1"))
+	e.createAPI("mine", "webhook:"+hook.srv.URL+"/old-team")
+	run, err := e.s.Trigger(t.Context(), "mine", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := e.finish(run, core.RunFailed)
+	if err := e.s.Delete(t.Context(), "mine"); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Second)
+	e.createAPI("mine", "webhook:"+hook.srv.URL+"/new-team")
+	if err := e.s.HandleResult(t.Context(), job); err != nil {
+		t.Fatalf("HandleResult after the routine was made anew: %v, want nil (nothing to retry)", err)
+	}
+	if n := len(hook.attempts()); n != 0 {
+		t.Errorf("the new routine's webhook got %d requests for the old routine's run", n)
+	}
+	if r := e.routine("mine"); r.ConsecutiveFailures != 0 {
+		t.Errorf("the new routine counts %d failures, want the old run's not counted", r.ConsecutiveFailures)
 	}
 }
