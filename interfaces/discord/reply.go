@@ -46,8 +46,12 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 		}
 	}
 	return n.Sender.Upload(ctx, key, a.Files, chat.Uploads{
-		File: func(ctx context.Context, f core.File) (string, error) { return n.Client.PostFile(ctx, channel, f.Name, f.Data, "") },
-		Max:  MaxUpload,
-		Note: func(ctx context.Context, text string) (string, error) { return n.Client.Post(ctx, channel, Message{Content: text}) },
+		File: func(ctx context.Context, f core.File) (string, error) {
+			return n.Client.PostFile(ctx, channel, f.Name, f.Data, "")
+		},
+		Max: MaxUpload,
+		Note: func(ctx context.Context, text string) (string, error) {
+			return n.Client.Post(ctx, channel, Message{Content: text})
+		},
 	})
 }
