@@ -106,19 +106,28 @@ func (c *Client) SendFile(ctx context.Context, chat int64, thread int, name, mim
 	} else {
 		caption = ""
 	}
-	photo := isPhoto(mime) && len(data) <= maxPhotoBytes
 	var m *models.Message
-	err := c.pace.Call(ctx, chatKey(chat), func(ctx context.Context) (err error) {
-		upload := &models.InputFileUpload{Filename: name, Data: bytes.NewReader(data)}
-		if photo {
-			m, err = c.bot.SendPhoto(ctx, &bot.SendPhotoParams{ChatID: chat, MessageThreadID: thread, Photo: upload,
-				Caption: caption, ParseMode: mode})
-		} else {
-			m, err = c.bot.SendDocument(ctx, &bot.SendDocumentParams{ChatID: chat, MessageThreadID: thread, Document: upload,
-				Caption: caption, ParseMode: mode})
-		}
-		return err
-	})
+	send := func(photo bool) error {
+		return c.pace.Call(ctx, chatKey(chat), func(ctx context.Context) (err error) {
+			upload := &models.InputFileUpload{Filename: name, Data: bytes.NewReader(data)}
+			if photo {
+				m, err = c.bot.SendPhoto(ctx, &bot.SendPhotoParams{ChatID: chat, MessageThreadID: thread, Photo: upload,
+					Caption: caption, ParseMode: mode})
+			} else {
+				m, err = c.bot.SendDocument(ctx, &bot.SendDocumentParams{ChatID: chat, MessageThreadID: thread, Document: upload,
+					Caption: caption, ParseMode: mode})
+			}
+			return err
+		})
+	}
+	photo := isPhoto(mime) && len(data) <= maxPhotoBytes
+	err := send(photo)
+	if photo && err != nil && apiError(err) {
+		// Refused as a photo (its bytes, its dimensions): nothing was
+		// posted, and a document takes any file.
+		c.log.Info("telegram refused a photo; sending it as a document", "file", name, "err", err)
+		err = send(false)
+	}
 	if err != nil {
 		if !apiError(err) {
 			return 0, fmt.Errorf("%w: %w", ErrMaybePosted, err)

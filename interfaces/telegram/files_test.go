@@ -306,10 +306,11 @@ func TestSendFileFailures(t *testing.T) {
 	})
 	t.Run("not an image", func(t *testing.T) {
 		t.Parallel()
-		_, c := newClient(t)
+		// sendPhoto refuses it (IMAGE_PROCESS_FAILED); it goes as a document.
+		fake, c := newClient(t)
 		_, err := c.SendFile(t.Context(), groupID, 0, "x.png", "image/png", []byte("not a png"), "")
-		if err == nil || errors.Is(err, telegram.ErrMaybePosted) || !strings.Contains(err.Error(), "IMAGE_PROCESS_FAILED") {
-			t.Errorf("err = %v, want IMAGE_PROCESS_FAILED", err)
+		if msgs := fake.Messages(); err != nil || len(msgs) != 1 || msgs[0].Kind != "document" || fake.Calls("sendPhoto") != 1 {
+			t.Errorf("err = %v, messages %+v; want the refused photo sent as a document", err, msgs)
 		}
 	})
 	t.Run("answer lost", func(t *testing.T) {
