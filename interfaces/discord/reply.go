@@ -51,7 +51,7 @@ func (n *Notifier) Reply(ctx context.Context, a chat.Answer) error {
 		},
 		Max: MaxUpload,
 		Note: func(ctx context.Context, text string) (string, error) {
-			return n.Client.Post(ctx, channel, Message{Content: text})
+			return n.Client.Post(ctx, channel, Message{Content: inline(text)}) // the name is the tool's: shown as text
 		},
 	})
 }
