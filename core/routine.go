@@ -264,6 +264,9 @@ type RoutineFire struct {
 	// MissedOmitted counts missed due times older than Missed that are not
 	// listed; it is noted on the oldest missed entry.
 	MissedOmitted int
+	// MissedNote, when set, is noted on the newest missed entry: why it
+	// did not fire.
+	MissedNote string
 	// Runs are created in order, each with its history entry.
 	Runs []FireRun
 	// Audit, when set, is recorded in the fire's transaction (At defaults

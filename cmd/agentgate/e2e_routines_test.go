@@ -139,8 +139,13 @@ routines:
 	})
 	due := map[time.Time]int{}
 	runs := map[string]bool{}
+	held := 0 // due times that found the run before still going (a slow machine): missed, not queued behind it
 	for _, e := range entries {
 		if e.RunID == "" {
+			if e.Kind == "missed" && e.DueAt != nil {
+				held++
+				due[e.DueAt.UTC()]++
+			}
 			continue
 		}
 		runs[e.RunID] = true
@@ -150,7 +155,7 @@ routines:
 	}
 	for at, n := range due {
 		if n != 1 {
-			t.Errorf("due time %s fired %d runs, want 1", at.Format(time.RFC3339), n)
+			t.Errorf("due time %s fired or was held %d times, want 1", at.Format(time.RFC3339), n)
 		}
 	}
 	got := hook.deliveries()
@@ -163,8 +168,8 @@ routines:
 		t.Errorf("webhook got %d distinct keys for %d runs", len(got), len(runs))
 	}
 	// 30 due times in a minute; the first and last may straddle the window.
-	if len(runs) < 25 || len(runs) > 32 {
-		t.Errorf("%d runs in a minute of @every 2s, want about 30", len(runs))
+	if n := len(runs) + held; n < 25 || n > 32 {
+		t.Errorf("%d runs and %d held in a minute of @every 2s, want about 30 due times", len(runs), held)
 	}
-	t.Logf("two replicas, one minute of @every 2s: %d runs for %d due times, %d webhook deliveries", len(runs), len(due), len(got))
+	t.Logf("two replicas, one minute of @every 2s: %d runs and %d held for %d due times, %d webhook deliveries", len(runs), held, len(due), len(got))
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -131,14 +132,29 @@ func TestAPIWebhookNeedsEgressAllow(t *testing.T) {
 // Whatever went wrong — the policy refused the address (the metadata
 // address, directly or through a redirect), the port is closed, the
 // receiver failed — the history says the same; the log says what it was.
-func TestGuardedHistoryIsOpaque(t *testing.T) {
-	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// refusingAddr is a loopback address whose port is bound but not listening:
+// a connection to it is refused, and no other test's server can take the
+// port meanwhile (a listener closed at once leaves it free for the next).
+func refusingAddr(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	closedPort := "http://" + ln.Addr().String() + "/hook"
-	ln.Close()
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+}
+
+func TestGuardedHistoryIsOpaque(t *testing.T) {
+	t.Parallel()
+	closedPort := "http://" + refusingAddr(t) + "/hook"
 	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "boom", http.StatusInternalServerError)
 	}))

@@ -20,6 +20,7 @@ import (
 // RunReader reads runs (core.Store has it).
 type RunReader interface {
 	GetRun(ctx context.Context, id string) (core.Run, error)
+	ListRuns(ctx context.Context, f core.RunFilter) (core.Page[core.Run], error)
 }
 
 // Config configures a Scheduler. Store and Runs are required.
@@ -273,6 +274,11 @@ func (s *Scheduler) fire(ctx context.Context, r core.Routine, now time.Time) (in
 		return 0, err
 	}
 	f := s.plan(r, sched, now)
+	if len(f.Runs) > 0 {
+		if err := s.holdWhileActive(ctx, r, &f); err != nil {
+			return 0, err
+		}
+	}
 	runs, err := s.cfg.Store.FireRoutine(ctx, f)
 	if errors.Is(err, core.ErrFireConflict) {
 		return 0, nil // another scheduler fired it, or it changed meanwhile
@@ -287,6 +293,27 @@ func (s *Scheduler) fire(ctx context.Context, r core.Routine, now time.Time) (in
 		s.log.Info("routine fired", "routine", r.ID, "run", run.ID)
 	}
 	return len(runs), nil
+}
+
+// holdWhileActive turns fire f of routine r into missed due times when a
+// run of an earlier fire is still queued, running or waiting for an
+// approval: runs would pile up behind it, each to ask again for what the
+// first one waits on. The newest missed entry says which run held it.
+func (s *Scheduler) holdWhileActive(ctx context.Context, r core.Routine, f *core.RoutineFire) error {
+	active, err := s.cfg.Runs.ListRuns(ctx, core.RunFilter{SessionID: SessionID(r),
+		Statuses: []core.RunStatus{core.RunQueued, core.RunRunning, core.RunPaused}, ListOptions: core.ListOptions{Limit: 1}})
+	if err != nil || len(active.Items) == 0 {
+		return err
+	}
+	a := active.Items[0]
+	for _, fr := range f.Runs {
+		if fr.Kind == core.FireScheduled { // a catch-up's due time is among the missed already
+			f.Missed = append(f.Missed, fr.DueAt)
+		}
+	}
+	f.Runs, f.MissedNote = nil, fmt.Sprintf("not fired: run %s of an earlier fire is still %s", a.ID, a.Status)
+	s.log.Info("routine not fired: an earlier run is still active", "routine", r.ID, "run", a.ID, "status", a.Status)
+	return nil
 }
 
 // plan decides what a fire of due routine r at now does: which due times

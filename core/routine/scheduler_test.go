@@ -61,6 +61,17 @@ type env struct {
 	// (nil: quiet). Set both before open.
 	egress *egress.Policy
 	log    *slog.Logger
+	// activeRuns: the routine's runs stay queued, as they do here without
+	// an engine, and a fire sees them; false: a fire sees every earlier run
+	// as finished (the due-time tests' routines answer at once).
+	activeRuns bool
+}
+
+// finishedRuns is a store whose runs a fire sees as finished.
+type finishedRuns struct{ *sqlite.DB }
+
+func (finishedRuns) ListRuns(context.Context, core.RunFilter) (core.Page[core.Run], error) {
+	return core.Page[core.Run]{}, nil
 }
 
 func newEnv(t *testing.T, start time.Time) *env {
@@ -91,7 +102,11 @@ func (e *env) open() {
 
 func (e *env) scheduler(db *sqlite.DB) *routine.Scheduler {
 	e.t.Helper()
-	s, err := routine.New(routine.Config{Store: db, Runs: db, Clock: e.clock, Logger: e.log, HTTPClient: e.http, Egress: e.egress,
+	var runs routine.RunReader = finishedRuns{db}
+	if e.activeRuns {
+		runs = db
+	}
+	s, err := routine.New(routine.Config{Store: db, Runs: runs, Clock: e.clock, Logger: e.log, HTTPClient: e.http, Egress: e.egress,
 		Sessions: db, Chat: map[string]routine.ChatDeliverer{routine.TargetSlack: &e.slack}})
 	if err != nil {
 		e.t.Fatal(err)
@@ -691,6 +706,41 @@ func TestScheduledRunsAreAskedByTheRoutinesAuthor(t *testing.T) {
 	e.sync(d)
 	if by := e.routine("file").ChangedBy; by != "" {
 		t.Errorf("after the file changed it: changed by %q, want the file's", by)
+	}
+}
+
+// A due time finds the run of an earlier fire still going (waiting for an
+// approval, say): it is missed, with the run that held it, rather than one
+// more run queued behind it to ask again. Once that run finishes, the
+// schedule fires again.
+func TestFireHeldWhileAnEarlierRunIsActive(t *testing.T) {
+	e := newEnvWith(t, utc("2026-01-09 10:00:00"), func(e *env) { e.activeRuns = true })
+	d := def("r", "@every 30m")
+	d.Missed = core.MissedOnce
+	e.sync(d)
+	e.clock.Set(utc("2026-01-09 10:30:00"))
+	if n := e.tick(); n != 1 {
+		t.Fatalf("first due time: %d runs, want 1", n)
+	}
+	first, err := e.db.GetRun(t.Context(), e.history("r")[0].RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Set(utc("2026-01-09 12:00:00")) // two due times missed and one on time, the first run still queued
+	if n := e.tick(); n != 0 {
+		t.Fatalf("with run %s still queued: %d runs, want 0", first.ID, n)
+	}
+	h := e.history("r")
+	if got := summary(h); !slices.Equal(got, []string{"scheduled@10:30:00", "missed@11:00:00", "missed@11:30:00", "missed@12:00:00"}) {
+		t.Errorf("history = %v", got)
+	}
+	if note := h[len(h)-1].Note; note != "not fired: run "+first.ID+" of an earlier fire is still queued" {
+		t.Errorf("the held due time's note = %q", note)
+	}
+	e.finish(first, core.RunCompleted)
+	e.clock.Set(utc("2026-01-09 12:30:00"))
+	if n := e.tick(); n != 1 {
+		t.Errorf("after the run finished: %d runs, want 1", n)
 	}
 }
 

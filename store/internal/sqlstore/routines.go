@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentgate/agentgate/core"
@@ -375,6 +376,9 @@ func (s Routines) FireRoutine(ctx context.Context, f core.RoutineFire) ([]core.R
 			note := ""
 			if i == 0 && f.MissedOmitted > 0 {
 				note = fmt.Sprintf("%d earlier due times were missed too", f.MissedOmitted)
+			}
+			if i == len(f.Missed)-1 && f.MissedNote != "" {
+				note = strings.TrimPrefix(note+"; "+f.MissedNote, "; ")
 			}
 			if err := tx.InsertEntry(ctx, Entry{RoutineID: f.RoutineID, Kind: core.FireMissed, DueAt: due, FiredAt: f.At, Note: note}); err != nil {
 				return err
