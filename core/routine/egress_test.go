@@ -9,12 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/core/egress"
+	"github.com/agentgate/agentgate/test/testnet"
 )
 
 // opaque is the history of a first failed attempt at a guarded webhook,
@@ -132,29 +132,9 @@ func TestAPIWebhookNeedsEgressAllow(t *testing.T) {
 // Whatever went wrong — the policy refused the address (the metadata
 // address, directly or through a redirect), the port is closed, the
 // receiver failed — the history says the same; the log says what it was.
-// refusingAddr is a loopback address whose port is bound but not listening:
-// a connection to it is refused, and no other test's server can take the
-// port meanwhile (a listener closed at once leaves it free for the next).
-func refusingAddr(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
-}
-
 func TestGuardedHistoryIsOpaque(t *testing.T) {
 	t.Parallel()
-	closedPort := "http://" + refusingAddr(t) + "/hook"
+	closedPort := "http://" + testnet.RefusingAddr(t) + "/hook"
 	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "boom", http.StatusInternalServerError)
 	}))

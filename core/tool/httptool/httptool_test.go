@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/core/tool/httptool"
+	"github.com/agentgate/agentgate/test/testnet"
 )
 
 // recorded is what the fake endpoint saw.
@@ -314,12 +315,7 @@ func TestCallConnectionRefusedIsTransportError(t *testing.T) {
 // last_error and the chat.
 func TestTransportErrorHidesPath(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := "http://" + ln.Addr().String()
-	ln.Close()
+	refused := "http://" + testnet.RefusingAddr(t)
 	release := make(chan struct{})
 	slow := newEndpoint(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
