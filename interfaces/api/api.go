@@ -294,6 +294,10 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := caller(r)
+	idem, ok := idempotencyKey(w, r)
+	if !ok {
+		return
+	}
 	if req.SessionID != "" && !s.sessionAllowed(w, r, req.SessionID) {
 		return
 	}
@@ -309,10 +313,25 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 		RunID: core.NewID("run"), AgentID: agent, Input: req.Input, SessionID: req.SessionID,
 		UserID: cmp.Or(req.UserID, p.ID), StartedBy: p.ID, Type: core.RunTypeAPI,
 	}
+	if idem != "" { // per key: another key's Idempotency-Key names nothing of this one's
+		sub.Platform, sub.DedupeKey = "api", p.ID+":"+idem
+	}
 	// Listen before the run exists, so its first streamed words are not missed.
 	updates, unsub := s.cfg.Engine.Hub().Subscribe(sub.RunID)
 	defer unsub()
 	run, err := s.cfg.Engine.Submit(r.Context(), sub)
+	if dup, ok := errors.AsType[*core.DuplicateError](err); ok && dup.RunID != "" {
+		// A retry of a request that made its run: answer with that run.
+		unsub()
+		updates, unsub = s.cfg.Engine.Hub().Subscribe(dup.RunID)
+		defer unsub()
+		if run, err = s.cfg.Store.GetRun(r.Context(), dup.RunID); err == nil && (run.AgentID != agent || run.Input != req.Input) {
+			writeError(w, http.StatusUnprocessableEntity, "idempotency_key_reused",
+				"Idempotency-Key "+idem+" was used for another request (run "+run.ID+"); use a new key for a new run")
+			return
+		}
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -335,6 +354,19 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.writeRun(w, r, status, run)
+}
+
+// idempotencyKey is the request's Idempotency-Key header ("" when none):
+// a retried POST with the same key (from the same API key) answers with
+// the run the first one made instead of starting another. ok is false
+// when a bad key was answered.
+func idempotencyKey(w http.ResponseWriter, r *http.Request) (key string, ok bool) {
+	key = r.Header.Get("Idempotency-Key")
+	if len(key) > 255 || strings.IndexFunc(key, func(c rune) bool { return c < 0x21 || c > 0x7e }) >= 0 {
+		writeError(w, http.StatusBadRequest, "bad_request", "Idempotency-Key: use 1-255 visible ASCII characters, e.g. a UUID")
+		return "", false
+	}
+	return key, true
 }
 
 // settled: the run will not move without a decision or a new input.

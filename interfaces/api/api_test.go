@@ -479,3 +479,51 @@ func TestRunRefusedInAGatewayNamedSession(t *testing.T) {
 		}
 	}
 }
+
+// A POST retried with its Idempotency-Key (a client that timed out, a
+// proxy that retried) answers with the run the first one made: nothing
+// runs twice. The key is the caller's own: another key's same value starts
+// its own run; the same value for another request is refused.
+func TestIdempotencyKey(t *testing.T) {
+	const admin, operator = "admin-key-0123456789abcdef", "operator-key-0123456789abcdef"
+	e := newEnv(t, admin, "viewer-key-0123456789abcdef", operator)
+	post := func(key, idem, body string) (int, string, runResp, errResp) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), "POST", e.srv.URL+"/api/v1/agents/demo/runs", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", idem)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var run runResp
+		var er errResp
+		_ = json.Unmarshal(b, &run)
+		_ = json.Unmarshal(b, &er)
+		return resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), run, er
+	}
+	deploy := `{"input":"deploy web to production"}`
+	code, _, first, _ := post(admin, "deploy-2026-12-07", deploy)
+	if code != http.StatusAccepted || first.ID == "" {
+		t.Fatalf("first POST: %d %+v", code, first)
+	}
+	code, replayed, again, _ := post(admin, "deploy-2026-12-07", deploy)
+	if code/100 != 2 || again.ID != first.ID || replayed != "true" {
+		t.Errorf("retried POST: %d, run %s (replayed %q); want the first run %s", code, again.ID, replayed, first.ID)
+	}
+	if code, _, _, er := post(admin, "deploy-2026-12-07", `{"input":"deploy api to production"}`); code != http.StatusUnprocessableEntity || er.Error.Code != "idempotency_key_reused" {
+		t.Errorf("the key for another request: %d %+v, want 422 idempotency_key_reused", code, er)
+	}
+	if code, _, other, _ := post(operator, "deploy-2026-12-07", deploy); code != http.StatusAccepted || other.ID == first.ID {
+		t.Errorf("another API key's same value: %d, run %s; want a run of its own", code, other.ID)
+	}
+	if code, _, _, er := post(admin, "two words", deploy); code != http.StatusBadRequest || !strings.Contains(er.Error.Message, "Idempotency-Key") {
+		t.Errorf("a key with a space: %d %+v, want 400 naming Idempotency-Key", code, er)
+	}
+}
