@@ -437,8 +437,8 @@ func (s *Scheduler) TriggerIn(ctx context.Context, m core.ManualFire) (core.Run,
 		sid := core.SessionIDFor(SessionID(r)+":manual:"+nr.Run.ID, "routine")
 		nr.Session.ID, nr.Run.SessionID = sid, sid
 	}
-	if m.DedupeKey != "" {
-		nr.Platform, nr.DedupeKey = m.Binding.Platform, m.DedupeKey
+	if m.DedupeKey != "" { // a chat command's, or the API's Idempotency-Key
+		nr.Platform, nr.DedupeKey = cmp.Or(m.Binding.Platform, "api"), m.DedupeKey
 	}
 	var audit *core.AuditEntry
 	if m.Audit != nil {

@@ -314,7 +314,7 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 		UserID: cmp.Or(req.UserID, p.ID), StartedBy: p.ID, Type: core.RunTypeAPI,
 	}
 	if idem != "" { // per key: another key's Idempotency-Key names nothing of this one's
-		sub.Platform, sub.DedupeKey = "api", p.ID+":"+idem
+		sub.Platform, sub.DedupeKey = "api", p.ID+":run:"+idem
 	}
 	// Listen before the run exists, so its first streamed words are not missed.
 	updates, unsub := s.cfg.Engine.Hub().Subscribe(sub.RunID)

@@ -125,7 +125,15 @@ func (s *server) triggerRoutine(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 && !decode(w, r, &req) {
 		return
 	}
-	run, err := s.cfg.Approvals.Trigger(r.Context(), s.cfg.Routines, caller(r), r.PathValue("id"), req.Input, core.Binding{}, "")
+	idem, ok := idempotencyKey(w, r)
+	if !ok {
+		return
+	}
+	id, dedupe := r.PathValue("id"), ""
+	if idem != "" { // a retried trigger answers with the run the first one started
+		dedupe = caller(r).ID + ":trigger:" + id + ":" + idem
+	}
+	run, err := s.cfg.Approvals.Trigger(r.Context(), s.cfg.Routines, caller(r), id, req.Input, core.Binding{}, dedupe)
 	if nc, ok := errors.AsType[*approval.NotCallerError](err); ok {
 		writeError(w, http.StatusForbidden, "forbidden", nc.Error())
 		return

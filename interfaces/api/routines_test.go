@@ -3,6 +3,7 @@ package api_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -379,5 +380,40 @@ func TestRoutineRoutesNeedTheService(t *testing.T) {
 	var er errResp
 	if code := e.call("GET", "/api/v1/routines", "", &er); code != 404 || er.Error.Code != "not_found" {
 		t.Errorf("without routines: %d %+v", code, er)
+	}
+}
+
+// A trigger retried with its Idempotency-Key answers with the run the
+// first one started: the routine fires once.
+func TestRoutineTriggerIdempotencyKey(t *testing.T) {
+	e, _ := startRoutineAPI(t, filepath.Join(t.TempDir(), "db.sqlite"), api.Key{Name: "root", Secret: adminKey, Role: approval.RoleAdmin})
+	e.key = adminKey
+	trigger := func(idem string) core.Run {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), "POST", e.srv.URL+"/api/v1/routines/heartbeat/trigger", strings.NewReader(`{"input":"only prod"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+adminKey)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", idem)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var run core.Run
+		if err := json.NewDecoder(resp.Body).Decode(&run); err != nil || resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("trigger: %d, %v", resp.StatusCode, err)
+		}
+		return run
+	}
+	first, again, other := trigger("nightly-retry-1"), trigger("nightly-retry-1"), trigger("nightly-retry-2")
+	if again.ID != first.ID || other.ID == first.ID {
+		t.Errorf("runs %s, %s, %s; want the retry to answer with the first, another key to start its own", first.ID, again.ID, other.ID)
+	}
+	var h core.Page[core.RoutineEntry]
+	if e.call("GET", "/api/v1/routines/heartbeat/runs", "", &h); len(h.Items) != 2 {
+		t.Errorf("history has %d fires, want 2", len(h.Items))
 	}
 }
