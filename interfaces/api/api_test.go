@@ -110,6 +110,25 @@ func (e *env) call(method, path, body string, out any) int {
 	return resp.StatusCode
 }
 
+// postIdempotent POSTs body to path with e's key and an Idempotency-Key.
+func (e *env) postIdempotent(path, idem, body string) (int, http.Header, []byte) {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(e.t.Context(), "POST", e.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", idem)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
+}
+
 type runResp struct {
 	core.Run
 	PendingApprovals []core.Approval `json:"pending_approvals"`
@@ -489,24 +508,13 @@ func TestIdempotencyKey(t *testing.T) {
 	e := newEnv(t, admin, "viewer-key-0123456789abcdef", operator)
 	post := func(key, idem, body string) (int, string, runResp, errResp) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), "POST", e.srv.URL+"/api/v1/agents/demo/runs", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", idem)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		e.key = key
+		code, h, b := e.postIdempotent("/api/v1/agents/demo/runs", idem, body)
 		var run runResp
 		var er errResp
 		_ = json.Unmarshal(b, &run)
 		_ = json.Unmarshal(b, &er)
-		return resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), run, er
+		return code, h.Get("Idempotent-Replayed"), run, er
 	}
 	deploy := `{"input":"deploy web to production"}`
 	code, _, first, _ := post(admin, "deploy-2026-12-07", deploy)

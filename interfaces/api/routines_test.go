@@ -390,21 +390,10 @@ func TestRoutineTriggerIdempotencyKey(t *testing.T) {
 	e.key = adminKey
 	trigger := func(idem string) core.Run {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), "POST", e.srv.URL+"/api/v1/routines/heartbeat/trigger", strings.NewReader(`{"input":"only prod"}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+adminKey)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", idem)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		code, _, b := e.postIdempotent("/api/v1/routines/heartbeat/trigger", idem, `{"input":"only prod"}`)
 		var run core.Run
-		if err := json.NewDecoder(resp.Body).Decode(&run); err != nil || resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("trigger: %d, %v", resp.StatusCode, err)
+		if err := json.Unmarshal(b, &run); err != nil || code != http.StatusAccepted {
+			t.Fatalf("trigger: %d %s, %v", code, b, err)
 		}
 		return run
 	}
