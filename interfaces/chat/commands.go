@@ -56,7 +56,8 @@ func (c Commands) ListRoutines(ctx context.Context, p approval.Principal, d Dial
 		return "", err
 	}
 	if len(items) == 0 {
-		return d.Text("No routine here lets you run it (their ") + d.Code("callers:") + d.Text(" leave you out)."), nil
+		return d.Text("No routine here lets you run it: from chat, only the people, groups and channels a routine's ") +
+			d.Code("callers:") + d.Text(" name may."), nil
 	}
 	var b strings.Builder
 	b.WriteString(d.Bold(d.Text("Routines you may run")) + "\n")
