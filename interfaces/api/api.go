@@ -314,7 +314,7 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 		UserID: cmp.Or(req.UserID, p.ID), StartedBy: p.ID, Type: core.RunTypeAPI,
 	}
 	if idem != "" { // per key: another key's Idempotency-Key names nothing of this one's
-		sub.Platform, sub.DedupeKey = "api", p.ID+":run:"+idem
+		sub.Platform, sub.DedupeKey = "api", RunDedupeKey(p.ID, idem)
 	}
 	// Listen before the run exists, so its first streamed words are not missed.
 	updates, unsub := s.cfg.Engine.Hub().Subscribe(sub.RunID)
@@ -362,11 +362,31 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 // when a bad key was answered.
 func idempotencyKey(w http.ResponseWriter, r *http.Request) (key string, ok bool) {
 	key = r.Header.Get("Idempotency-Key")
-	if len(key) > 255 || strings.IndexFunc(key, func(c rune) bool { return c < 0x21 || c > 0x7e }) >= 0 {
-		writeError(w, http.StatusBadRequest, "bad_request", "Idempotency-Key: use 1-255 visible ASCII characters, e.g. a UUID")
+	if key != "" && !ValidIdempotencyKey(key) {
+		writeError(w, http.StatusBadRequest, "bad_request", "Idempotency-Key: "+IdempotencyKeyRule)
 		return "", false
 	}
 	return key, true
+}
+
+// IdempotencyKeyRule says what an idempotency key may be (REST's
+// Idempotency-Key header, MCP's idempotency_key argument).
+const IdempotencyKeyRule = "use 1-255 visible ASCII characters, e.g. a UUID"
+
+// ValidIdempotencyKey reports whether key follows IdempotencyKeyRule.
+func ValidIdempotencyKey(key string) bool {
+	return key != "" && len(key) <= 255 && strings.IndexFunc(key, func(c rune) bool { return c < 0x21 || c > 0x7e }) < 0
+}
+
+// RunDedupeKey and TriggerDedupeKey are the inbox keys (platform "api")
+// of principal's idempotency key for a run of an agent, and for a trigger
+// of routine id: per principal, so another key's same value names nothing
+// of this one's; REST and MCP share them.
+func RunDedupeKey(principal, key string) string { return principal + ":run:" + key }
+
+// TriggerDedupeKey: see RunDedupeKey.
+func TriggerDedupeKey(principal, id, key string) string {
+	return principal + ":trigger:" + id + ":" + key
 }
 
 // settled: the run will not move without a decision or a new input.

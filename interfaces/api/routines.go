@@ -131,7 +131,7 @@ func (s *server) triggerRoutine(w http.ResponseWriter, r *http.Request) {
 	}
 	id, dedupe := r.PathValue("id"), ""
 	if idem != "" { // a retried trigger answers with the run the first one started
-		dedupe = caller(r).ID + ":trigger:" + id + ":" + idem
+		dedupe = TriggerDedupeKey(caller(r).ID, id, idem)
 	}
 	run, err := s.cfg.Approvals.Trigger(r.Context(), s.cfg.Routines, caller(r), id, req.Input, core.Binding{}, dedupe)
 	if nc, ok := errors.AsType[*approval.NotCallerError](err); ok {

@@ -953,3 +953,28 @@ func demoAgents() map[string]*core.Agent {
 		}},
 	}}
 }
+
+// A call retried with its idempotency_key (a client that lost the answer)
+// answers with the run the first one started; the same key for another
+// input is refused.
+func TestIdempotencyKeyOnMCP(t *testing.T) {
+	g := newGateway(t)
+	c := g.httpClient(clientOpts{})
+	var first, again core.Run
+	args := map[string]any{"agent": "demo", "input": "hello", "idempotency_key": "call-7f3a"}
+	structured(t, call(t, c, "run_agent", args), &first)
+	structured(t, call(t, c, "run_agent", args), &again)
+	if first.ID == "" || again.ID != first.ID {
+		t.Errorf("run_agent twice with one key: runs %q and %q, want the same", first.ID, again.ID)
+	}
+	if res := call(t, c, "run_agent", map[string]any{"agent": "demo", "input": "deploy web", "idempotency_key": "call-7f3a"}); !res.IsError {
+		t.Errorf("the key for another input: %+v, want an error", res.Content)
+	}
+	var fired, refired core.Run
+	targs := map[string]any{"routine_id": "digest", "idempotency_key": "nightly-1"}
+	structured(t, call(t, c, "trigger_routine", targs), &fired)
+	structured(t, call(t, c, "trigger_routine", targs), &refired)
+	if fired.ID == "" || refired.ID != fired.ID {
+		t.Errorf("trigger_routine twice with one key: runs %q and %q, want the same", fired.ID, refired.ID)
+	}
+}

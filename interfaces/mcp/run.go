@@ -63,17 +63,37 @@ func (h *handlers) runAgent(ctx context.Context, req mcpgo.CallToolRequest) (*mc
 		p := caller(ctx)
 		submit = &core.SubmitRequest{RunID: core.NewID("run"), AgentID: agent, Input: input,
 			SessionID: req.GetString("session_id", ""), UserID: p.ID, StartedBy: p.ID, Type: core.RunTypeMCP}
+		if k := req.GetString("idempotency_key", ""); k != "" {
+			if !api.ValidIdempotencyKey(k) {
+				return mcpgo.NewToolResultError("idempotency_key: " + api.IdempotencyKeyRule), nil
+			}
+			submit.Platform, submit.DedupeKey = "api", api.RunDedupeKey(p.ID, k)
+		}
 		st.RunID = submit.RunID
 	}
 	// Listen before the run starts or moves on, so no step and no streamed
 	// word is missed.
 	updates, unsub := h.cfg.Engine.Hub().Subscribe(st.RunID)
-	defer unsub()
+	defer func() { unsub() }()
 	var notes []string
 	if submit == nil {
 		notes = h.applyAnswers(ctx, st.RunID, st.Asked, req.Params.InputResponses)
 	} else if _, err := h.cfg.Engine.Submit(ctx, *submit); err != nil {
-		return failure(err), nil
+		dup, ok := errors.AsType[*core.DuplicateError](err)
+		if !ok || dup.RunID == "" {
+			return failure(err), nil
+		}
+		// A retried call: follow the run the first one started.
+		first, err := h.cfg.Store.GetRun(ctx, dup.RunID)
+		if err != nil {
+			return failure(err), nil
+		}
+		if first.AgentID != submit.AgentID || first.Input != submit.Input {
+			return mcpgo.NewToolResultError("idempotency_key was used for another call (run " + first.ID + "); use a new key for a new run"), nil
+		}
+		unsub()
+		updates, unsub = h.cfg.Engine.Hub().Subscribe(first.ID)
+		st.RunID = first.ID
 	}
 	wctx, cancel := context.WithTimeout(ctx, h.cfg.MaxWait)
 	defer cancel()

@@ -51,6 +51,7 @@ func (h *handlers) register(s *server.MCPServer) {
 		mcpgo.WithString("agent", mcpgo.Required(), mcpgo.Enum(agentIDs...), mcpgo.Description("agent id, from list_agents")),
 		mcpgo.WithString("input", mcpgo.Required(), mcpgo.MinLength(1), mcpgo.Description("what to tell the agent")),
 		mcpgo.WithString("session_id", mcpgo.Description("continue this session (a session_id of an earlier run); omit it to start a new one")),
+		idempotencyArg,
 		mcpgo.WithDestructiveHintAnnotation(false), mcpgo.WithOpenWorldHintAnnotation(true),
 	), h.need(approval.RoleOperator, h.runAgent))
 	s.AddTool(mcpgo.NewTool("get_run",
@@ -85,6 +86,7 @@ func (h *handlers) register(s *server.MCPServer) {
 			mcpgo.WithDescription("Fire a routine now, whatever its schedule; returns the run it started (follow it with get_run)."),
 			mcpgo.WithString("routine_id", mcpgo.Required(), mcpgo.Description("routine id, from list_routines")),
 			mcpgo.WithString("input", mcpgo.Description("extra input appended to the routine's own")),
+			idempotencyArg,
 			mcpgo.WithDestructiveHintAnnotation(false), mcpgo.WithOpenWorldHintAnnotation(true),
 		), h.need(approval.RoleOperator, h.triggerRoutine))
 	}
@@ -253,6 +255,11 @@ func mayUse(ctx context.Context, agent string) *mcpgo.CallToolResult {
 	return mcpgo.NewToolResultErrorf("the key is limited to other agents than %s", agent)
 }
 
+// idempotencyArg makes a retried call safe: the same key (from the same
+// API key) answers with the run the first call started.
+var idempotencyArg = mcpgo.WithString("idempotency_key", mcpgo.Description(
+	"optional: a retried call with the same key answers with the run the first one started instead of starting another (1-255 visible ASCII characters, e.g. a UUID)"))
+
 func (h *handlers) listRoutines(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 	p, err := h.cfg.Routines.List(ctx, core.RoutineFilter{AgentIDs: caller(ctx).Agents, ListOptions: page(req)})
 	if caller(ctx).Role < approval.RoleAdmin {
@@ -268,7 +275,14 @@ func (h *handlers) triggerRoutine(ctx context.Context, req mcpgo.CallToolRequest
 	if bad != nil {
 		return bad, nil
 	}
-	run, err := h.cfg.Approvals.Trigger(ctx, h.cfg.Routines, caller(ctx), id, req.GetString("input", ""), core.Binding{}, "")
+	dedupe := ""
+	if k := req.GetString("idempotency_key", ""); k != "" {
+		if !api.ValidIdempotencyKey(k) {
+			return mcpgo.NewToolResultError("idempotency_key: " + api.IdempotencyKeyRule), nil
+		}
+		dedupe = api.TriggerDedupeKey(caller(ctx).ID, id, k)
+	}
+	run, err := h.cfg.Approvals.Trigger(ctx, h.cfg.Routines, caller(ctx), id, req.GetString("input", ""), core.Binding{}, dedupe)
 	if err != nil {
 		return failure(err), nil
 	}
