@@ -427,13 +427,13 @@ func (s *Scheduler) TriggerIn(ctx context.Context, m core.ManualFire) (core.Run,
 	if err != nil {
 		return core.Run{}, err
 	}
-	input := r.Input
-	if extra := strings.TrimSpace(m.Extra); extra != "" {
+	input, extra := r.Input, strings.TrimSpace(m.Extra)
+	if extra != "" {
 		input += "\n\n" + extra
 	}
 	now := s.cfg.Clock.Now().UTC()
 	nr := newRunIn(r, input, m.UserID, m.Binding, now)
-	if m.Binding.Platform == "" && input != r.Input {
+	if m.Binding.Platform == "" && extra != "" {
 		sid := core.SessionIDFor(SessionID(r)+":manual:"+nr.Run.ID, "routine")
 		nr.Session.ID, nr.Run.SessionID = sid, sid
 	}

@@ -318,13 +318,12 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 	}
 	// Listen before the run exists, so its first streamed words are not missed.
 	updates, unsub := s.cfg.Engine.Hub().Subscribe(sub.RunID)
-	defer unsub()
+	defer func() { unsub() }()
 	run, err := s.cfg.Engine.Submit(r.Context(), sub)
 	if dup, ok := errors.AsType[*core.DuplicateError](err); ok && dup.RunID != "" {
 		// A retry of a request that made its run: answer with that run.
 		unsub()
 		updates, unsub = s.cfg.Engine.Hub().Subscribe(dup.RunID)
-		defer unsub()
 		if run, err = s.cfg.Store.GetRun(r.Context(), dup.RunID); err == nil && (run.AgentID != agent || run.Input != req.Input) {
 			writeError(w, http.StatusUnprocessableEntity, "idempotency_key_reused",
 				"Idempotency-Key "+idem+" was used for another request (run "+run.ID+"); use a new key for a new run")

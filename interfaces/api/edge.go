@@ -73,10 +73,7 @@ func (s *server) hostAllowed(host string) bool {
 	if len(s.cfg.AllowedHosts) == 0 && len(s.cfg.Keys) > 0 {
 		return true
 	}
-	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
-		return true
-	}
-	if ip, err := netip.ParseAddr(name); err == nil && ip.IsLoopback() {
+	if LoopbackName(name) {
 		return true
 	}
 	for _, h := range s.cfg.AllowedHosts {
@@ -85,6 +82,17 @@ func (s *server) hostAllowed(host string) bool {
 		}
 	}
 	return false
+}
+
+// LoopbackName reports whether host name (no port; any case, a trailing
+// dot) names this machine: localhost, *.localhost or a loopback address.
+func LoopbackName(name string) bool {
+	name = strings.ToLower(strings.TrimSuffix(strings.Trim(name, "[]"), "."))
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(name)
+	return err == nil && ip.IsLoopback()
 }
 
 // forwardedBy names the header that says a proxy forwarded r, "" when

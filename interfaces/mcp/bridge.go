@@ -10,12 +10,13 @@ import (
 	"io"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentgate/agentgate/interfaces/api"
 )
 
 // Bridge serves MCP over stdio for clients that launch a command (Claude
@@ -315,9 +316,8 @@ func PlainKeyWarning(rawURL, key string) string {
 	if err != nil || key == "" || u.Scheme != "http" {
 		return ""
 	}
-	host := u.Hostname()
-	if ip := net.ParseIP(host); host == "localhost" || strings.HasSuffix(host, ".localhost") || (ip != nil && ip.IsLoopback()) {
+	if api.LoopbackName(u.Hostname()) {
 		return ""
 	}
-	return fmt.Sprintf("the API key goes to %s over plain http: anyone on the way can read it and act with it; use https", host)
+	return fmt.Sprintf("the API key goes to %s over plain http: anyone on the way can read it and act with it; use https", u.Hostname())
 }
