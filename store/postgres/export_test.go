@@ -1,5 +1,7 @@
 package postgres
 
+import "context"
+
 // ListenerReady returns a channel that is closed once the job listener's
 // LISTEN has taken effect (after the first Dequeue started it), so a test
 // can tell a wake-up by NOTIFY from the one the listener gives on connecting.
@@ -24,3 +26,11 @@ const (
 	CancelPendingStmt  = cancelPendingStmt
 	ResumeStmt         = resumeStmt
 )
+
+// Setting reads a setting of a connection the pool holds (with one
+// connection: the one every call uses).
+func (db *DB) Setting(ctx context.Context, name string) (string, error) {
+	var v string
+	err := db.pool.QueryRow(ctx, `SELECT current_setting($1)`, name).Scan(&v)
+	return v, err
+}

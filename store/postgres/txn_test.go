@@ -204,3 +204,38 @@ func TestCancelledTransaction(t *testing.T) {
 		t.Errorf("the pool opened %d connections, want 2 (the cancelled transaction's is closed)", n)
 	}
 }
+
+// TestClaimLeavesLaterCommitsDurable: a run's claim commits without waiting
+// for its WAL to be flushed (it is a lease), but only the claim: the
+// connection (the pool has only one) goes on to the run's append and finish
+// with the server's synchronous_commit, so their commits wait for the disk.
+func TestClaimLeavesLaterCommitsDurable(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	db := openDB(t, url, newSchema(t, url), postgres.Options{MaxConns: 1})
+	ctx := t.Context()
+	t0 := time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)
+	before, err := db.Setting(ctx, "synchronous_commit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := db.CreateRun(ctx, tripRun(core.NewID("ses"), "hi", "", t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.StartRun(ctx, core.Start{ID: run.ID, Owner: "w1", Now: t0, Until: t0.Add(time.Minute),
+		Events: tripStatus(core.RunRunning)}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := db.Setting(ctx, "synchronous_commit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Fatalf("synchronous_commit after a claim = %q, want the server's %q: the run's later commits would not wait for the disk", after, before)
+	}
+	if _, err := db.FinishRun(ctx, run.ID, "w1", core.Finish{Status: core.RunCompleted, Output: "done", At: t0,
+		Events: tripStatus(core.RunCompleted)}); err != nil {
+		t.Fatalf("FinishRun by the claim's holder: %v", err)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/model/internal/conns"
 )
 
 // Config configures a Model. The zero value of every optional field is its
@@ -47,7 +48,8 @@ type Config struct {
 	// MaxTokens caps the tokens of one answer; the API requires a cap.
 	// Default 4096.
 	MaxTokens int64
-	// HTTPClient sends the requests. Default: http.DefaultClient.
+	// HTTPClient sends the requests. Default: one that keeps a connection
+	// per call in flight (conns.MaxIdlePerHost per host).
 	HTTPClient *http.Client
 }
 
@@ -115,9 +117,11 @@ func New(cfg Config) (*Model, error) {
 	if cfg.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
 	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	httpClient := cfg.HTTPClient
+	if httpClient == nil {
+		httpClient = conns.Client()
 	}
+	opts = append(opts, option.WithHTTPClient(httpClient))
 	return &Model{model: cfg.Model, maxTokens: maxTokens, client: anthropic.NewClient(opts...), ownAPI: cfg.BaseURL == ""}, nil
 }
 

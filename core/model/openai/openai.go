@@ -21,6 +21,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/agentgate/agentgate/core"
+	"github.com/agentgate/agentgate/core/model/internal/conns"
 )
 
 // Config configures a Model. The zero value of every optional field is its
@@ -45,7 +46,8 @@ type Config struct {
 	// 408, 409, 429 or 5xx, with backoff (honouring Retry-After). Default 2;
 	// negative disables retries.
 	MaxRetries int
-	// HTTPClient sends the requests. Default: the client's own.
+	// HTTPClient sends the requests. Default: one that keeps a connection
+	// per call in flight (conns.MaxIdlePerHost per host).
 	HTTPClient *http.Client
 }
 
@@ -103,9 +105,11 @@ func New(cfg Config) (*Model, error) {
 	if cfg.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
 	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	httpClient := cfg.HTTPClient
+	if httpClient == nil {
+		httpClient = conns.Client()
 	}
+	opts = append(opts, option.WithHTTPClient(httpClient))
 	return &Model{model: cfg.Model, client: openai.NewClient(opts...), ownAPI: cfg.BaseURL == ""}, nil
 }
 
