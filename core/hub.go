@@ -24,7 +24,7 @@ type Update struct {
 // API calls, chat renderers). The zero value is ready to use.
 type Hub struct {
 	mu   sync.Mutex
-	subs map[string]map[chan Update]struct{}
+	subs map[string]map[chan Update]bool // subscriber → wants deltas
 	// Broadcast, when set, is called with every local change signal so other
 	// processes can be told (see Deliver); set it before use.
 	Broadcast func(runID string)
@@ -32,16 +32,23 @@ type Hub struct {
 
 // Subscribe returns a channel of updates for run id and a function that ends
 // the subscription. The channel is buffered; slow readers lose deltas.
-func (h *Hub) Subscribe(id string) (<-chan Update, func()) {
+func (h *Hub) Subscribe(id string) (<-chan Update, func()) { return h.subscribe(id, true) }
+
+// SubscribeChanges is Subscribe for a reader that needs no streamed text
+// (a request waiting for the run to settle): it gets the change signals
+// only, and is not woken for every word the model streams.
+func (h *Hub) SubscribeChanges(id string) (<-chan Update, func()) { return h.subscribe(id, false) }
+
+func (h *Hub) subscribe(id string, deltas bool) (<-chan Update, func()) {
 	ch := make(chan Update, 256)
 	h.mu.Lock()
 	if h.subs == nil {
-		h.subs = make(map[string]map[chan Update]struct{})
+		h.subs = make(map[string]map[chan Update]bool)
 	}
 	if h.subs[id] == nil {
-		h.subs[id] = make(map[chan Update]struct{})
+		h.subs[id] = make(map[chan Update]bool)
 	}
-	h.subs[id][ch] = struct{}{}
+	h.subs[id][ch] = deltas
 	h.mu.Unlock()
 	return ch, func() {
 		h.mu.Lock()
@@ -58,7 +65,10 @@ func (h *Hub) Subscribe(id string) (<-chan Update, func()) {
 func (h *Hub) Publish(u Update) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for ch := range h.subs[u.RunID] {
+	for ch, deltas := range h.subs[u.RunID] {
+		if !u.Changed && !deltas {
+			continue
+		}
 		select {
 		case ch <- u:
 			continue

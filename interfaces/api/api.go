@@ -316,14 +316,19 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 	if idem != "" { // per key: another key's Idempotency-Key names nothing of this one's
 		sub.Platform, sub.DedupeKey = "api", RunDedupeKey(p.ID, idem)
 	}
-	// Listen before the run exists, so its first streamed words are not missed.
-	updates, unsub := s.cfg.Engine.Hub().Subscribe(sub.RunID)
+	// Listen before the run exists, so its first streamed words are not
+	// missed; a request that only waits hears changes, not every word.
+	subscribe := s.cfg.Engine.Hub().SubscribeChanges
+	if streaming {
+		subscribe = s.cfg.Engine.Hub().Subscribe
+	}
+	updates, unsub := subscribe(sub.RunID)
 	defer func() { unsub() }()
 	run, err := s.cfg.Engine.Submit(r.Context(), sub)
 	if dup, ok := errors.AsType[*core.DuplicateError](err); ok && dup.RunID != "" {
 		// A retry of a request that made its run: answer with that run.
 		unsub()
-		updates, unsub = s.cfg.Engine.Hub().Subscribe(dup.RunID)
+		updates, unsub = subscribe(dup.RunID)
 		if run, err = s.cfg.Store.GetRun(r.Context(), dup.RunID); err == nil && (run.AgentID != agent || run.Input != req.Input) {
 			writeError(w, http.StatusUnprocessableEntity, "idempotency_key_reused",
 				"Idempotency-Key "+idem+" was used for another request (run "+run.ID+"); use a new key for a new run")
@@ -417,8 +422,7 @@ func (s *server) waitRun(ctx context.Context, run core.Run, updates <-chan core.
 }
 
 // waitChange returns when the run changed in a way that may have settled
-// it (streamed text, and a change to a status that is not settled, do not
-// count), at the next poll tick, or with ctx's error. It returns the run
+// it (a change to a status that is not settled does not count), at the next poll tick, or with ctx's error. It returns the run
 // when the update carries it settled.
 func waitChange(ctx context.Context, updates <-chan core.Update, tick <-chan time.Time) (*core.Run, error) {
 	for {

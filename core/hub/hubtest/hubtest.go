@@ -59,6 +59,7 @@ func Run(t *testing.T, newCluster NewCluster) {
 	}{
 		{"ChangesReachEveryOtherReplica", testChangesReachEveryOtherReplica},
 		{"DeliveredOnce", testDeliveredOnce},
+		{"BurstOfChanges", testBurstOfChanges},
 		{"StopsWhenCancelled", testStopsWhenCancelled},
 		{"StopsBeforeConnecting", testStopsBeforeConnecting},
 		{"Reconnects", testReconnects},
@@ -227,6 +228,34 @@ func deliveredOnce(t *testing.T, a, b *replica) {
 	}
 	a.quiet(onA, id)
 	b.quiet(onB, id)
+}
+
+// burst is how many changes testBurstOfChanges announces at once: fewer than
+// a bridge may queue, more than one message may carry.
+const burst = 300
+
+// testBurstOfChanges: changes of many runs announced at once, as a busy
+// replica makes them, each reach the other replica's subscribers of that
+// run, once (a bridge may carry several in one message).
+func testBurstOfChanges(t *testing.T, join Join) {
+	a, b := start(t, join, "a"), start(t, join, "b")
+	linkAll(t, a, b)
+	ids := make([]string, burst)
+	subs := make([]<-chan core.Update, burst)
+	for i := range ids {
+		ids[i] = core.NewID("run")
+		subs[i] = b.subscribe(ids[i])
+	}
+	for _, id := range ids {
+		a.hub.Changed(id)
+	}
+	for i, id := range ids {
+		b.expect(subs[i], id)
+	}
+	deliveredOnce(t, a, b) // every copy the server sent b has been read
+	for i, id := range ids {
+		b.quiet(subs[i], id)
+	}
 }
 
 func testStopsWhenCancelled(t *testing.T, join Join) {

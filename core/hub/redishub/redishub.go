@@ -7,6 +7,7 @@ package redishub
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,27 +18,41 @@ import (
 // Channel is the pub/sub channel for queue prefix.
 func Channel(prefix string) string { return "agentgate:{" + prefix + "}:runs" }
 
+// maxBatch is the most change signals one message carries.
+const maxBatch = 100
+
 // Bridge connects hub to the other replicas: local changes are published on
 // the channel, and changes published by others are delivered to local
-// subscribers. It returns a function that runs the subscriber until ctx ends.
+// subscribers. It returns a function that runs the subscriber (and the
+// publisher) until ctx ends.
+//
+// A message is the sender's origin and the ids of the runs that changed,
+// separated by spaces: the signals that arrive while a PUBLISH is in flight
+// go out together in the next, so a busy replica sends fewer messages than
+// it has changes, and the worker that announced a change does not wait for
+// Redis.
 func Bridge(client redis.UniversalClient, prefix string, hub *core.Hub, log *slog.Logger) func(ctx context.Context) error {
 	ch := Channel(prefix)
 	origin := core.NewID("node")
+	send := make(chan string, 1024)
 	hub.Broadcast = func(runID string) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		if err := client.Publish(ctx, ch, origin+" "+runID).Err(); err != nil {
-			log.Debug("redishub: publish", "err", err)
+		select {
+		case send <- runID:
+		default: // a hint; the waiter's poll covers a dropped one
 		}
 	}
 	return func(ctx context.Context) error {
+		go publish(ctx, client, ch, origin, send, log)
 		for ctx.Err() == nil {
 			sub := client.Subscribe(ctx, ch)
 			stop := context.AfterFunc(ctx, func() { sub.Close() }) // ends the range below
 			for msg := range sub.Channel() {
-				from, runID, ok := cut(msg.Payload)
-				if ok && from != origin {
-					hub.Deliver(runID)
+				from, ids, ok := strings.Cut(msg.Payload, " ")
+				if !ok || from == origin {
+					continue
+				}
+				for id := range strings.FieldsSeq(ids) {
+					hub.Deliver(id)
 				}
 			}
 			stop()
@@ -51,11 +66,32 @@ func Bridge(client redis.UniversalClient, prefix string, hub *core.Hub, log *slo
 	}
 }
 
-func cut(s string) (string, string, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == ' ' {
-			return s[:i], s[i+1:], true
+// publish sends the queued change signals, those waiting together (up to
+// maxBatch) in one message, until ctx ends.
+func publish(ctx context.Context, client redis.UniversalClient, ch, origin string, send <-chan string, log *slog.Logger) {
+	var msg strings.Builder
+	for {
+		msg.Reset()
+		msg.WriteString(origin)
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-send:
+			msg.WriteString(" " + id)
 		}
+	more:
+		for n := 1; n < maxBatch; n++ {
+			select {
+			case id := <-send:
+				msg.WriteString(" " + id)
+			default:
+				break more
+			}
+		}
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		if err := client.Publish(pctx, ch, msg.String()).Err(); err != nil && ctx.Err() == nil {
+			log.Debug("redishub: publish", "err", err)
+		}
+		cancel()
 	}
-	return "", "", false
 }
