@@ -2,7 +2,10 @@
 // connection for each call in flight to a model server.
 package conns
 
-import "net/http"
+import (
+	"net/http"
+	"time"
+)
 
 // MaxIdlePerHost is how many idle connections to one model server a model
 // keeps: as many runs as server.workers may advance at once (1024), so
@@ -13,10 +16,17 @@ import "net/http"
 const MaxIdlePerHost = 1024
 
 // Client returns a client over a clone of http.DefaultTransport (its proxy
-// from the environment, timeouts and HTTP/2) that keeps up to MaxIdlePerHost
-// idle connections per host.
+// from the environment, timeouts and HTTP/2; the same settings when a
+// program replaced it with a wrapper) that keeps up to MaxIdlePerHost idle
+// connections per host.
 func Client() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
+	base, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		base = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true,
+			IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second,
+			ExpectContinueTimeout: time.Second}
+	}
+	t := base.Clone()
 	t.MaxIdleConns = 0 // no limit over all hosts; the per-host one holds
 	t.MaxIdleConnsPerHost = MaxIdlePerHost
 	return &http.Client{Transport: t}
