@@ -1,6 +1,10 @@
 package core
 
-import "sync"
+import (
+	"context"
+	"strings"
+	"sync"
+)
 
 // Update is a live notification about a run: either a text fragment the
 // model is streaming (Delta) or a signal that the run's journal or status
@@ -114,3 +118,63 @@ func (h *Hub) change(u Update) {
 // Deliver announces a change another process broadcast, to local
 // subscribers only.
 func (h *Hub) Deliver(id string) { h.Publish(Update{RunID: id, Changed: true}) }
+
+// Outgoing makes the hub's change signals go to the channel it returns, for
+// a bridge to carry to other processes (core/hub/pghub, core/hub/redishub):
+// up to 1024 wait there; one more is dropped (a hint: the waiter's poll
+// covers it). It sets Broadcast; call it before use.
+func (h *Hub) Outgoing() <-chan string {
+	out := make(chan string, 1024)
+	h.Broadcast = func(id string) {
+		select {
+		case out <- id:
+		default:
+		}
+	}
+	return out
+}
+
+// A bridge message carries at most maxSignals change signals and stops
+// growing past maxSignalBytes (PostgreSQL's NOTIFY takes under 8000 bytes).
+const (
+	maxSignals     = 100
+	maxSignalBytes = 4000
+)
+
+// NextSignals waits for the next change signal on out and returns the
+// message a bridge sends for it and for those queued behind it (up to
+// maxSignals, maxSignalBytes): origin, then the run ids, separated by spaces. Under load
+// the signals that arrive while a message is on its way go out together in
+// the next. ok is false when ctx ended first.
+func NextSignals(ctx context.Context, out <-chan string, origin string) (msg string, ok bool) {
+	var b strings.Builder
+	b.WriteString(origin)
+	select {
+	case <-ctx.Done():
+		return "", false
+	case id := <-out:
+		b.WriteString(" " + id)
+	}
+	for n := 1; n < maxSignals && b.Len() < maxSignalBytes; n++ {
+		select {
+		case id := <-out:
+			b.WriteString(" " + id)
+		default:
+			return b.String(), true
+		}
+	}
+	return b.String(), true
+}
+
+// DeliverSignals delivers the change signals of a message NextSignals made
+// in another process to local subscribers; a message from origin (this
+// process's own, back from the server) is skipped.
+func (h *Hub) DeliverSignals(msg, origin string) {
+	from, ids, ok := strings.Cut(msg, " ")
+	if !ok || from == origin {
+		return
+	}
+	for id := range strings.FieldsSeq(ids) {
+		h.Deliver(id)
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,15 +37,9 @@ func Channel(schema string) string {
 func Bridge(url, schema string, hub *core.Hub, log *slog.Logger) func(ctx context.Context) error {
 	ch := Channel(schema)
 	origin := core.NewID("node")
-	send := make(chan string, 1024)
-	hub.Broadcast = func(runID string) {
-		select {
-		case send <- runID:
-		default: // a hint; the waiter's poll covers a dropped one
-		}
-	}
+	out := hub.Outgoing()
 	return func(ctx context.Context) error {
-		go notifier(ctx, url, ch, origin, send, log)
+		go notifier(ctx, url, ch, origin, out, log)
 		for ctx.Err() == nil {
 			if err := listen(ctx, url, ch, origin, hub); err != nil && ctx.Err() == nil {
 				log.Debug("pghub: listen", "err", err)
@@ -74,16 +67,14 @@ func listen(ctx context.Context, url, ch, origin string, hub *core.Hub) error {
 		if err != nil {
 			return err
 		}
-		from, runID, ok := strings.Cut(n.Payload, " ")
-		if ok && from != origin {
-			hub.Deliver(runID)
-		}
+		hub.DeliverSignals(n.Payload, origin)
 	}
 }
 
-// notifier sends queued change signals on one connection, reconnecting as
-// needed, until ctx ends.
-func notifier(ctx context.Context, url, ch, origin string, send <-chan string, log *slog.Logger) {
+// notifier sends the hub's change signals on one connection, those queued
+// together in one notification (core.NextSignals), reconnecting as needed,
+// until ctx ends.
+func notifier(ctx context.Context, url, ch, origin string, out <-chan string, log *slog.Logger) {
 	var conn *pgx.Conn
 	defer func() {
 		if conn != nil {
@@ -91,11 +82,9 @@ func notifier(ctx context.Context, url, ch, origin string, send <-chan string, l
 		}
 	}()
 	for {
-		var runID string
-		select {
-		case <-ctx.Done():
+		msg, ok := core.NextSignals(ctx, out, origin)
+		if !ok {
 			return
-		case runID = <-send:
 		}
 		if conn == nil {
 			c, err := pgx.Connect(ctx, url)
@@ -105,7 +94,7 @@ func notifier(ctx context.Context, url, ch, origin string, send <-chan string, l
 			}
 			conn = c
 		}
-		if _, err := conn.Exec(ctx, "SELECT pg_notify($1, $2)", ch, origin+" "+runID); err != nil {
+		if _, err := conn.Exec(ctx, "SELECT pg_notify($1, $2)", ch, msg); err != nil {
 			log.Debug("pghub: notify", "err", err)
 			conn.Close(context.WithoutCancel(ctx))
 			conn = nil

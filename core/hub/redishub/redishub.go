@@ -7,7 +7,6 @@ package redishub
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,42 +17,23 @@ import (
 // Channel is the pub/sub channel for queue prefix.
 func Channel(prefix string) string { return "agentgate:{" + prefix + "}:runs" }
 
-// maxBatch is the most change signals one message carries.
-const maxBatch = 100
-
 // Bridge connects hub to the other replicas: local changes are published on
 // the channel, and changes published by others are delivered to local
 // subscribers. It returns a function that runs the subscriber (and the
-// publisher) until ctx ends.
-//
-// A message is the sender's origin and the ids of the runs that changed,
-// separated by spaces: the signals that arrive while a PUBLISH is in flight
-// go out together in the next, so a busy replica sends fewer messages than
-// it has changes, and the worker that announced a change does not wait for
-// Redis.
+// publisher) until ctx ends. A message carries the signals that waited
+// together (core.NextSignals), and the worker that announced a change does
+// not wait for Redis.
 func Bridge(client redis.UniversalClient, prefix string, hub *core.Hub, log *slog.Logger) func(ctx context.Context) error {
 	ch := Channel(prefix)
 	origin := core.NewID("node")
-	send := make(chan string, 1024)
-	hub.Broadcast = func(runID string) {
-		select {
-		case send <- runID:
-		default: // a hint; the waiter's poll covers a dropped one
-		}
-	}
+	out := hub.Outgoing()
 	return func(ctx context.Context) error {
-		go publish(ctx, client, ch, origin, send, log)
+		go publish(ctx, client, ch, origin, out, log)
 		for ctx.Err() == nil {
 			sub := client.Subscribe(ctx, ch)
 			stop := context.AfterFunc(ctx, func() { sub.Close() }) // ends the range below
 			for msg := range sub.Channel() {
-				from, ids, ok := strings.Cut(msg.Payload, " ")
-				if !ok || from == origin {
-					continue
-				}
-				for id := range strings.FieldsSeq(ids) {
-					hub.Deliver(id)
-				}
+				hub.DeliverSignals(msg.Payload, origin)
 			}
 			stop()
 			sub.Close()
@@ -66,30 +46,15 @@ func Bridge(client redis.UniversalClient, prefix string, hub *core.Hub, log *slo
 	}
 }
 
-// publish sends the queued change signals, those waiting together (up to
-// maxBatch) in one message, until ctx ends.
-func publish(ctx context.Context, client redis.UniversalClient, ch, origin string, send <-chan string, log *slog.Logger) {
-	var msg strings.Builder
+// publish sends the hub's change signals until ctx ends.
+func publish(ctx context.Context, client redis.UniversalClient, ch, origin string, out <-chan string, log *slog.Logger) {
 	for {
-		msg.Reset()
-		msg.WriteString(origin)
-		select {
-		case <-ctx.Done():
+		msg, ok := core.NextSignals(ctx, out, origin)
+		if !ok {
 			return
-		case id := <-send:
-			msg.WriteString(" " + id)
-		}
-	more:
-		for n := 1; n < maxBatch; n++ {
-			select {
-			case id := <-send:
-				msg.WriteString(" " + id)
-			default:
-				break more
-			}
 		}
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		if err := client.Publish(pctx, ch, msg.String()).Err(); err != nil && ctx.Err() == nil {
+		if err := client.Publish(pctx, ch, msg).Err(); err != nil && ctx.Err() == nil {
 			log.Debug("redishub: publish", "err", err)
 		}
 		cancel()
