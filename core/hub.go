@@ -143,9 +143,9 @@ const (
 
 // NextSignals waits for the next change signal on out and returns the
 // message a bridge sends for it and for those queued behind it (up to
-// maxSignals, maxSignalBytes): origin, then the run ids, separated by spaces. Under load
-// the signals that arrive while a message is on its way go out together in
-// the next. ok is false when ctx ended first.
+// maxSignals and maxSignalBytes): origin, then the run ids, separated by
+// spaces. Under load the signals that arrive while a message is on its way
+// go out together in the next. ok is false when ctx ended first.
 func NextSignals(ctx context.Context, out <-chan string, origin string) (msg string, ok bool) {
 	var b strings.Builder
 	b.WriteString(origin)

@@ -422,8 +422,9 @@ func (s *server) waitRun(ctx context.Context, run core.Run, updates <-chan core.
 }
 
 // waitChange returns when the run changed in a way that may have settled
-// it (a change to a status that is not settled does not count), at the next poll tick, or with ctx's error. It returns the run
-// when the update carries it settled.
+// it (a change to a status that is not settled does not count), at the
+// next poll tick, or with ctx's error. It returns the run when the update
+// carries it settled.
 func waitChange(ctx context.Context, updates <-chan core.Update, tick <-chan time.Time) (*core.Run, error) {
 	for {
 		select {
