@@ -329,7 +329,8 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 		// A retry of a request that made its run: answer with that run.
 		unsub()
 		updates, unsub = subscribe(dup.RunID)
-		if run, err = s.cfg.Store.GetRun(r.Context(), dup.RunID); err == nil && (run.AgentID != agent || run.Input != req.Input) {
+		var reused bool
+		if run, reused, err = Replay(r.Context(), s.cfg.Store, dup, agent, req.Input); reused {
 			writeError(w, http.StatusUnprocessableEntity, "idempotency_key_reused",
 				"Idempotency-Key "+idem+" was used for another request (run "+run.ID+"); use a new key for a new run")
 			return
@@ -380,6 +381,17 @@ const IdempotencyKeyRule = "use 1-255 visible ASCII characters, e.g. a UUID"
 // ValidIdempotencyKey reports whether key follows IdempotencyKeyRule.
 func ValidIdempotencyKey(key string) bool {
 	return key != "" && len(key) <= 255 && strings.IndexFunc(key, func(c rune) bool { return c < 0x21 || c > 0x7e }) < 0
+}
+
+// Replay is the run a retried request answers with: the one dup names,
+// which a request with the same idempotency key started. reused says that
+// run was asked of another agent or with another input: the key was used
+// again for another request, which must be refused, not answered with it.
+func Replay(ctx context.Context, st interface {
+	GetRun(context.Context, string) (core.Run, error)
+}, dup *core.DuplicateError, agent, input string) (run core.Run, reused bool, err error) {
+	run, err = st.GetRun(ctx, dup.RunID)
+	return run, err == nil && (run.AgentID != agent || run.Input != input), err
 }
 
 // RunDedupeKey and TriggerDedupeKey are the inbox keys (platform "api")

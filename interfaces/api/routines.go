@@ -54,12 +54,25 @@ func (s *server) listRoutines(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	if caller(r).Role < approval.RoleAdmin {
-		for i := range page.Items {
-			page.Items[i] = page.Items[i].Redacted()
-		}
-	}
+	RedactFor(caller(r), page.Items)
 	writeJSON(w, http.StatusOK, nonNil(page))
+}
+
+// RoutineFor is rt as p may see it: in full by admins, Redacted by the
+// rest (a webhook's URL can hold its secret). REST and MCP show routines
+// through it.
+func RoutineFor(p approval.Principal, rt core.Routine) core.Routine {
+	if p.Role < approval.RoleAdmin {
+		return rt.Redacted()
+	}
+	return rt
+}
+
+// RedactFor replaces each of rs with RoutineFor(p, it).
+func RedactFor(p approval.Principal, rs []core.Routine) {
+	for i := range rs {
+		rs[i] = RoutineFor(p, rs[i])
+	}
 }
 
 func (s *server) getRoutine(w http.ResponseWriter, r *http.Request) {
@@ -67,10 +80,7 @@ func (s *server) getRoutine(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if caller(r).Role < approval.RoleAdmin {
-		rt = rt.Redacted()
-	}
-	writeJSON(w, http.StatusOK, rt)
+	writeJSON(w, http.StatusOK, RoutineFor(caller(r), rt))
 }
 
 // loadRoutine reads the routine of the path for a caller who may use its agent.

@@ -63,10 +63,11 @@ func (h *handlers) runAgent(ctx context.Context, req mcpgo.CallToolRequest) (*mc
 		p := caller(ctx)
 		submit = &core.SubmitRequest{RunID: core.NewID("run"), AgentID: agent, Input: input,
 			SessionID: req.GetString("session_id", ""), UserID: p.ID, StartedBy: p.ID, Type: core.RunTypeMCP}
-		if k := req.GetString("idempotency_key", ""); k != "" {
-			if !api.ValidIdempotencyKey(k) {
-				return mcpgo.NewToolResultError("idempotency_key: " + api.IdempotencyKeyRule), nil
-			}
+		k, bad := idempotencyKey(req)
+		if bad != nil {
+			return bad, nil
+		}
+		if k != "" {
 			submit.Platform, submit.DedupeKey = "api", api.RunDedupeKey(p.ID, k)
 		}
 		st.RunID = submit.RunID
@@ -84,11 +85,11 @@ func (h *handlers) runAgent(ctx context.Context, req mcpgo.CallToolRequest) (*mc
 			return failure(err), nil
 		}
 		// A retried call: follow the run the first one started.
-		first, err := h.cfg.Store.GetRun(ctx, dup.RunID)
+		first, reused, err := api.Replay(ctx, h.cfg.Store, dup, submit.AgentID, submit.Input)
 		if err != nil {
 			return failure(err), nil
 		}
-		if first.AgentID != submit.AgentID || first.Input != submit.Input {
+		if reused {
 			return mcpgo.NewToolResultError("idempotency_key was used for another call (run " + first.ID + "); use a new key for a new run"), nil
 		}
 		unsub()

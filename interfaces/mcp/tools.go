@@ -260,13 +260,19 @@ func mayUse(ctx context.Context, agent string) *mcpgo.CallToolResult {
 var idempotencyArg = mcpgo.WithString("idempotency_key", mcpgo.Description(
 	"optional: a retried call with the same key answers with the run the first one started instead of starting another (1-255 visible ASCII characters, e.g. a UUID)"))
 
+// idempotencyKey is the call's idempotency_key ("" when none), or the
+// error result for one that breaks api.IdempotencyKeyRule.
+func idempotencyKey(req mcpgo.CallToolRequest) (string, *mcpgo.CallToolResult) {
+	k := req.GetString("idempotency_key", "")
+	if k != "" && !api.ValidIdempotencyKey(k) {
+		return "", mcpgo.NewToolResultError("idempotency_key: " + api.IdempotencyKeyRule)
+	}
+	return k, nil
+}
+
 func (h *handlers) listRoutines(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 	p, err := h.cfg.Routines.List(ctx, core.RoutineFilter{AgentIDs: caller(ctx).Agents, ListOptions: page(req)})
-	if caller(ctx).Role < approval.RoleAdmin {
-		for i := range p.Items {
-			p.Items[i] = p.Items[i].Redacted()
-		}
-	}
+	api.RedactFor(caller(ctx), p.Items)
 	return pageResult(p, err)
 }
 
@@ -275,11 +281,12 @@ func (h *handlers) triggerRoutine(ctx context.Context, req mcpgo.CallToolRequest
 	if bad != nil {
 		return bad, nil
 	}
+	k, bad := idempotencyKey(req)
+	if bad != nil {
+		return bad, nil
+	}
 	dedupe := ""
-	if k := req.GetString("idempotency_key", ""); k != "" {
-		if !api.ValidIdempotencyKey(k) {
-			return mcpgo.NewToolResultError("idempotency_key: " + api.IdempotencyKeyRule), nil
-		}
+	if k != "" {
 		dedupe = api.TriggerDedupeKey(caller(ctx).ID, id, k)
 	}
 	run, err := h.cfg.Approvals.Trigger(ctx, h.cfg.Routines, caller(ctx), id, req.GetString("input", ""), core.Binding{}, dedupe)
