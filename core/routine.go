@@ -283,8 +283,10 @@ type ManualFire struct {
 	UserID string
 	// Binding, when set, is the conversation the result goes to as well.
 	Binding Binding
-	// DedupeKey names a chat command: a redelivered command returns the run
-	// it created instead of firing again.
+	// DedupeKey names a chat command or an API request's idempotency key: a
+	// command delivered again, or a request retried, returns the run it
+	// created instead of firing again. A request retried with the same key
+	// and another Extra fails with a *KeyReusedError.
 	DedupeKey string
 	// Audit is recorded with the fire (its Detail names the run when empty).
 	Audit *AuditEntry

@@ -55,6 +55,15 @@ func (e *DuplicateError) Error() string {
 // Is makes errors.Is(err, ErrDuplicate) match.
 func (e *DuplicateError) Is(target error) bool { return target == ErrDuplicate }
 
+// KeyReusedError: a request's idempotency key names a run that was asked
+// for differently (another agent, input or extra input): the key was used
+// again for another request. Nothing was started; RunID is the first run.
+type KeyReusedError struct{ RunID string }
+
+func (e *KeyReusedError) Error() string {
+	return "the idempotency key was used for another request (run " + e.RunID + "); use a new key for a new run"
+}
+
 // NotPendingError is returned by DecideApproval when the approval was already
 // decided, expired or cancelled. Status is its current status.
 type NotPendingError struct {

@@ -434,7 +434,7 @@ func (s *Scheduler) TriggerIn(ctx context.Context, m core.ManualFire) (core.Run,
 	now := s.cfg.Clock.Now().UTC()
 	nr := newRunIn(r, input, m.UserID, m.Binding, now)
 	if m.Binding.Platform == "" && extra != "" {
-		sid := core.SessionIDFor(SessionID(r)+":manual:"+nr.Run.ID, "routine")
+		sid := manualSessionID(r.AgentID, id, nr.Run.ID)
 		nr.Session.ID, nr.Run.SessionID = sid, sid
 	}
 	if m.DedupeKey != "" { // a chat command's, or the API's Idempotency-Key
@@ -453,13 +453,34 @@ func (s *Scheduler) TriggerIn(ctx context.Context, m core.ManualFire) (core.Run,
 	var dup *core.DuplicateError
 	if errors.As(err, &dup) {
 		s.log.Info("routine trigger delivered again; not fired twice", "routine", id, "run", dup.RunID, "key", m.DedupeKey)
-		return s.cfg.Runs.GetRun(ctx, dup.RunID)
+		first, err := s.cfg.Runs.GetRun(ctx, dup.RunID)
+		if err == nil && m.Binding.Platform == "" && !sameExtra(first, id, extra) {
+			return core.Run{}, &core.KeyReusedError{RunID: first.ID}
+		}
+		return first, err
 	}
 	if err != nil {
 		return core.Run{}, fmt.Errorf("trigger routine %s: %w", id, err)
 	}
 	s.log.Info("routine triggered", "routine", id, "run", runs[0].ID, "user", m.UserID)
 	return runs[0], nil
+}
+
+// manualSessionID is the session of a run asked for outside chat with extra
+// input: one of its own.
+func manualSessionID(agentID, routineID, runID string) string {
+	return core.SessionIDFor(agentID+":routine:"+routineID+":manual:"+runID, "routine")
+}
+
+// sameExtra reports whether run, fired by routineID outside chat, was asked
+// with extra input extra (trimmed): with extra it has a session of its own
+// and its input ends with it. The routine's own input may have changed
+// since, so only the end is compared.
+func sameExtra(run core.Run, routineID, extra string) bool {
+	if (run.SessionID == manualSessionID(run.AgentID, routineID, run.ID)) != (extra != "") {
+		return false
+	}
+	return extra == "" || strings.HasSuffix(run.Input, "\n\n"+extra)
 }
 
 // Enable switches routine id on; its next due time is the first after now.

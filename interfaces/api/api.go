@@ -329,13 +329,9 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 		// A retry of a request that made its run: answer with that run.
 		unsub()
 		updates, unsub = subscribe(dup.RunID)
-		var reused bool
-		if run, reused, err = Replay(r.Context(), s.cfg.Store, dup, agent, req.Input); reused {
-			writeError(w, http.StatusUnprocessableEntity, "idempotency_key_reused",
-				"Idempotency-Key "+idem+" was used for another request (run "+run.ID+"); use a new key for a new run")
-			return
+		if run, err = Replay(r.Context(), s.cfg.Store, dup, agent, req.Input); err == nil {
+			w.Header().Set("Idempotent-Replayed", "true")
 		}
-		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	if err != nil {
 		s.fail(w, err)
@@ -384,14 +380,18 @@ func ValidIdempotencyKey(key string) bool {
 }
 
 // Replay is the run a retried request answers with: the one dup names,
-// which a request with the same idempotency key started. reused says that
-// run was asked of another agent or with another input: the key was used
-// again for another request, which must be refused, not answered with it.
+// which a request with the same idempotency key started. When that run was
+// asked of another agent or with another input, the key was used again for
+// another request, which is refused (*core.KeyReusedError), not answered
+// with it.
 func Replay(ctx context.Context, st interface {
 	GetRun(context.Context, string) (core.Run, error)
-}, dup *core.DuplicateError, agent, input string) (run core.Run, reused bool, err error) {
-	run, err = st.GetRun(ctx, dup.RunID)
-	return run, err == nil && (run.AgentID != agent || run.Input != input), err
+}, dup *core.DuplicateError, agent, input string) (core.Run, error) {
+	run, err := st.GetRun(ctx, dup.RunID)
+	if err == nil && (run.AgentID != agent || run.Input != input) {
+		return core.Run{}, &core.KeyReusedError{RunID: run.ID}
+	}
+	return run, err
 }
 
 // RunDedupeKey and TriggerDedupeKey are the inbox keys (platform "api")
@@ -861,6 +861,8 @@ func (s *server) fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, "bad_request", ie.Msg)
 	case errors.Is(err, core.ErrInvalidCursor):
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	case errors.As(err, new(*core.KeyReusedError)):
+		writeError(w, http.StatusUnprocessableEntity, "idempotency_key_reused", "Idempotency-Key: "+err.Error())
 	case errors.Is(err, core.ErrSessionAgent):
 		writeError(w, http.StatusConflict, "session_agent_mismatch", "the session belongs to another agent; start a new session or use that agent")
 	case errors.Is(err, context.Canceled):

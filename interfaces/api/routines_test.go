@@ -401,8 +401,28 @@ func TestRoutineTriggerIdempotencyKey(t *testing.T) {
 	if again.ID != first.ID || other.ID == first.ID {
 		t.Errorf("runs %s, %s, %s; want the retry to answer with the first, another key to start its own", first.ID, again.ID, other.ID)
 	}
+	// The same key for another extra input, or none, is refused: it was
+	// used for another request.
+	for _, body := range []string{`{"input":"only staging"}`, `{"input":"prod"}`, ``} {
+		code, _, b := e.postIdempotent("/api/v1/routines/heartbeat/trigger", "nightly-retry-1", body)
+		var er errResp
+		if json.Unmarshal(b, &er); code != http.StatusUnprocessableEntity || er.Error.Code != "idempotency_key_reused" || !strings.Contains(er.Error.Message, first.ID) {
+			t.Errorf("the key again with %q: %d %s, want 422 idempotency_key_reused naming %s", body, code, b, first.ID)
+		}
+	}
+	// Without extra input, a retry is answered with the first run too.
+	var plain [2]core.Run
+	for i := range plain {
+		code, _, b := e.postIdempotent("/api/v1/routines/heartbeat/trigger", "plain-1", "")
+		if json.Unmarshal(b, &plain[i]); code != http.StatusAccepted {
+			t.Fatalf("trigger without input: %d %s", code, b)
+		}
+	}
+	if plain[1].ID != plain[0].ID {
+		t.Errorf("trigger without input twice with one key: runs %s and %s, want the same", plain[0].ID, plain[1].ID)
+	}
 	var h core.Page[core.RoutineEntry]
-	if e.call("GET", "/api/v1/routines/heartbeat/runs", "", &h); len(h.Items) != 2 {
-		t.Errorf("history has %d fires, want 2", len(h.Items))
+	if e.call("GET", "/api/v1/routines/heartbeat/runs", "", &h); len(h.Items) != 3 {
+		t.Errorf("history has %d fires, want 3", len(h.Items))
 	}
 }

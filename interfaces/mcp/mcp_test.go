@@ -977,4 +977,8 @@ func TestIdempotencyKeyOnMCP(t *testing.T) {
 	if fired.ID == "" || refired.ID != fired.ID {
 		t.Errorf("trigger_routine twice with one key: runs %q and %q, want the same", fired.ID, refired.ID)
 	}
+	targs["input"] = "only prod"
+	if res := call(t, c, "trigger_routine", targs); !res.IsError || !strings.Contains(fmt.Sprint(res.Content), fired.ID) {
+		t.Errorf("the trigger's key with extra input: %+v, want an error naming run %s", res.Content, fired.ID)
+	}
 }

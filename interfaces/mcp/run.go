@@ -85,12 +85,9 @@ func (h *handlers) runAgent(ctx context.Context, req mcpgo.CallToolRequest) (*mc
 			return failure(err), nil
 		}
 		// A retried call: follow the run the first one started.
-		first, reused, err := api.Replay(ctx, h.cfg.Store, dup, submit.AgentID, submit.Input)
+		first, err := api.Replay(ctx, h.cfg.Store, dup, submit.AgentID, submit.Input)
 		if err != nil {
 			return failure(err), nil
-		}
-		if reused {
-			return mcpgo.NewToolResultError("idempotency_key was used for another call (run " + first.ID + "); use a new key for a new run"), nil
 		}
 		unsub()
 		updates, unsub = h.cfg.Engine.Hub().Subscribe(first.ID)

@@ -133,6 +133,8 @@ func failure(err error) *mcpgo.CallToolResult {
 	switch {
 	case errors.As(err, &nc):
 		return mcpgo.NewToolResultError(nc.Error())
+	case errors.As(err, new(*core.KeyReusedError)):
+		return mcpgo.NewToolResultError("idempotency_key: " + err.Error())
 	case errors.As(err, &ie):
 		return mcpgo.NewToolResultError(ie.Msg)
 	case errors.As(err, &np):
