@@ -414,7 +414,7 @@ func printOutcome(stdout io.Writer, run apiRun) {
 // toolOf is a's tool as the CLI shows it: with its MCP server, if any.
 func toolOf(a core.Approval) string {
 	if s := a.Server(); s != "" {
-		return a.Tool + " (MCP server " + s + ")"
+		return a.Tool + " from MCP server " + s
 	}
 	return a.Tool
 }

@@ -150,7 +150,7 @@ func settled(r core.Run) bool { return r.Status.Terminal() || r.Status == core.R
 func elicitation(run core.Run, a core.Approval) mcpgo.ElicitationParams {
 	tool := a.Tool
 	if s := a.Server(); s != "" {
-		tool += " of MCP server " + s
+		tool += " from MCP server " + s
 	}
 	return mcpgo.ElicitationParams{
 		Message: fmt.Sprintf("Agent %s wants to call %s with %s (approval %s, expires %s). Approve it?",
