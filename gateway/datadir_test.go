@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -100,5 +101,21 @@ func TestEmbeddedJanitor(t *testing.T) {
 			t.Errorf("janitor with AGENTGATE_JANITOR_INTERVAL=%s: %s, want %s", tt.set, b.janitor, tt.want)
 		}
 		b.close()
+	}
+}
+
+// doctor on the data dir of a running gateway says so, and tells nobody to
+// stop it: the check is meant to run beside it.
+func TestDoctorBesideARunningGateway(t *testing.T) {
+	dir := t.TempDir()
+	unlock, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	c := doctorDataDir(t.Context(), dir)[0]
+	want := "in use by another agentgate (pid " + strconv.Itoa(os.Getpid()) + ")"
+	if c.Status != CheckOK || !strings.Contains(c.Detail, want) || strings.Contains(c.Detail, "stop it") {
+		t.Errorf("data dir held by a gateway: %+v, want ok, %q, nothing to stop", c, want)
 	}
 }

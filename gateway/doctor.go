@@ -217,6 +217,22 @@ func doctorStore(ctx context.Context, s Settings) []Check {
 	return out
 }
 
+// dirInUseError: another process holds the data dir's lock (pid: what it
+// wrote in the lock file, "" when unknown).
+type dirInUseError struct{ dir, pid string }
+
+func (e *dirInUseError) Error() string {
+	return "data dir " + e.dir + " is in use by " + e.holder() + "; stop it, or give this one another --data-dir"
+}
+
+// holder names the process that holds the lock.
+func (e *dirInUseError) holder() string {
+	if e.pid == "" {
+		return "another agentgate"
+	}
+	return "another agentgate (pid " + e.pid + ")"
+}
+
 // doctorDataDir checks the embedded store's directory: writable, its lock,
 // its database's version.
 func doctorDataDir(ctx context.Context, dir string) []Check {
@@ -240,9 +256,14 @@ func doctorDataDir(ctx context.Context, dir string) []Check {
 	f.Close()
 	os.Remove(f.Name())
 	lock := Check{Name: "data dir", Status: CheckOK, Detail: dir + ": writable, not in use"}
-	if unlock, err := lockDataDir(dir); err != nil {
-		lock.Detail = dir + ": writable; " + err.Error() // a running gateway holds it: fine for a check
-	} else {
+	unlock, err := lockDataDir(dir)
+	inUse, held := errors.AsType[*dirInUseError](err)
+	switch {
+	case held: // a running gateway: fine for a check
+		lock.Detail = dir + ": writable, in use by " + inUse.holder()
+	case err != nil:
+		lock = Check{Name: "data dir", Status: CheckFail, Detail: err.Error(), Fix: "make " + filepath.Join(dir, "agentgate.lock") + " writable by this user"}
+	default:
 		unlock()
 	}
 	out = append(out, lock)

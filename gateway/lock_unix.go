@@ -26,11 +26,7 @@ func lockDataDir(dir string) (unlock func(), err error) {
 		b, _ := os.ReadFile(path)
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			holder := ""
-			if pid := strings.TrimSpace(string(b)); pid != "" {
-				holder = " (pid " + pid + ")"
-			}
-			return nil, fmt.Errorf("data dir %s is in use by another agentgate%s; stop it, or give this one another --data-dir", dir, holder)
+			return nil, &dirInUseError{dir: dir, pid: strings.TrimSpace(string(b))}
 		}
 		return nil, fmt.Errorf("data dir: lock %s: %w", path, err)
 	}
