@@ -60,8 +60,12 @@ func (e *DuplicateError) Is(target error) bool { return target == ErrDuplicate }
 // again for another request. Nothing was started; RunID is the first run.
 type KeyReusedError struct{ RunID string }
 
-func (e *KeyReusedError) Error() string {
-	return "the idempotency key was used for another request (run " + e.RunID + "); use a new key for a new run"
+func (e *KeyReusedError) Error() string { return e.Named("the idempotency key") }
+
+// Named is the error's message with the key called key (as a route names
+// it: "Idempotency-Key", "idempotency_key").
+func (e *KeyReusedError) Named(key string) string {
+	return key + " was used for another request (run " + e.RunID + "); use a new key for a new run"
 }
 
 // NotPendingError is returned by DecideApproval when the approval was already

@@ -854,6 +854,7 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request) {
 // fail maps an error to a response.
 func (s *server) fail(w http.ResponseWriter, err error) {
 	var ie *core.InputError
+	var reused *core.KeyReusedError
 	switch {
 	case errors.Is(err, core.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
@@ -861,8 +862,8 @@ func (s *server) fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, "bad_request", ie.Msg)
 	case errors.Is(err, core.ErrInvalidCursor):
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
-	case errors.As(err, new(*core.KeyReusedError)):
-		writeError(w, http.StatusUnprocessableEntity, "idempotency_key_reused", "Idempotency-Key: "+err.Error())
+	case errors.As(err, &reused):
+		writeError(w, http.StatusUnprocessableEntity, "idempotency_key_reused", reused.Named("Idempotency-Key"))
 	case errors.Is(err, core.ErrSessionAgent):
 		writeError(w, http.StatusConflict, "session_agent_mismatch", "the session belongs to another agent; start a new session or use that agent")
 	case errors.Is(err, context.Canceled):

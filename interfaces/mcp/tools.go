@@ -130,11 +130,12 @@ func failure(err error) *mcpgo.CallToolResult {
 	var np *core.NotPendingError
 	var na *approval.NotAllowedError
 	var nc *approval.NotCallerError
+	var reused *core.KeyReusedError
 	switch {
 	case errors.As(err, &nc):
 		return mcpgo.NewToolResultError(nc.Error())
-	case errors.As(err, new(*core.KeyReusedError)):
-		return mcpgo.NewToolResultError("idempotency_key: " + err.Error())
+	case errors.As(err, &reused):
+		return mcpgo.NewToolResultError(reused.Named("idempotency_key"))
 	case errors.As(err, &ie):
 		return mcpgo.NewToolResultError(ie.Msg)
 	case errors.As(err, &np):
