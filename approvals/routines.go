@@ -30,9 +30,11 @@ type Triggerer interface {
 // Trigger is the one way a person or key fires a routine on demand, on
 // every route (REST, CLI, MCP, chat commands): p must pass MayTrigger, then
 // the routine fires with extra appended to its input, its result going to
-// conversation b as well when set (dedupeKey names a chat command, see
-// routine.Scheduler.TriggerIn). The trigger is audited in the transaction
-// that fires it; a refusal is audited too.
+// conversation b as well when set. dedupeKey names a chat command or an
+// API request's idempotency key: given again, it answers with the first
+// run and a *core.DuplicateError (see routine.Scheduler.TriggerIn). The
+// trigger is audited in the transaction that fires it; a refusal is
+// audited too.
 // Role checks (operator and up for keys) are the route's.
 func (s *Service) Trigger(ctx context.Context, rr Triggerer, p Principal, id, extra string, b core.Binding, dedupeKey string) (core.Run, error) {
 	r, err := rr.Get(ctx, id)

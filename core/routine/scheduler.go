@@ -420,7 +420,9 @@ func (s *Scheduler) Trigger(ctx context.Context, id, extra, userID string) (core
 // every scheduled run after it ("from now on, also …"). m.DedupeKey, when set, names
 // the command in the platform's inbox: a command delivered again fires
 // nothing more (and audits nothing more) and returns the run the first
-// delivery started. m.Audit is recorded in the fire's transaction.
+// delivery started, with a *core.DuplicateError; an API request's key given
+// again with another extra input fails with a *core.KeyReusedError. m.Audit
+// is recorded in the fire's transaction.
 func (s *Scheduler) TriggerIn(ctx context.Context, m core.ManualFire) (core.Run, error) {
 	id := m.RoutineID
 	r, err := s.cfg.Store.GetRoutine(ctx, id)
@@ -454,10 +456,13 @@ func (s *Scheduler) TriggerIn(ctx context.Context, m core.ManualFire) (core.Run,
 	if errors.As(err, &dup) {
 		s.log.Info("routine trigger delivered again; not fired twice", "routine", id, "run", dup.RunID, "key", m.DedupeKey)
 		first, err := s.cfg.Runs.GetRun(ctx, dup.RunID)
-		if err == nil && m.Binding.Platform == "" && !sameExtra(first, id, extra) {
+		switch {
+		case err != nil:
+			return core.Run{}, err
+		case m.Binding.Platform == "" && !sameExtra(first, id, extra):
 			return core.Run{}, &core.KeyReusedError{RunID: first.ID}
 		}
-		return first, err
+		return first, dup
 	}
 	if err != nil {
 		return core.Run{}, fmt.Errorf("trigger routine %s: %w", id, err)

@@ -755,8 +755,8 @@ func TestTriggerInDedupes(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, err := e.s.TriggerIn(t.Context(), core.ManualFire{RoutineID: "r", UserID: "U1", Binding: b, DedupeKey: "run:command:1337.42"})
-	if err != nil || again.ID != first.ID {
-		t.Fatalf("second delivery = %s, %v; want the first run %s", again.ID, err, first.ID)
+	if dup, ok := errors.AsType[*core.DuplicateError](err); !ok || dup.RunID != first.ID || again.ID != first.ID {
+		t.Fatalf("second delivery = %s, %v; want the first run %s and a duplicate error", again.ID, err, first.ID)
 	}
 	if h := e.history("r"); len(h) != 1 {
 		t.Errorf("history = %+v, want one fire", h)

@@ -388,16 +388,19 @@ func TestRoutineRoutesNeedTheService(t *testing.T) {
 func TestRoutineTriggerIdempotencyKey(t *testing.T) {
 	e, _ := startRoutineAPI(t, filepath.Join(t.TempDir(), "db.sqlite"), api.Key{Name: "root", Secret: adminKey, Role: approval.RoleAdmin})
 	e.key = adminKey
-	trigger := func(idem string) core.Run {
+	trigger := func(idem string, replayed bool) core.Run {
 		t.Helper()
-		code, _, b := e.postIdempotent("/api/v1/routines/heartbeat/trigger", idem, `{"input":"only prod"}`)
+		code, h, b := e.postIdempotent("/api/v1/routines/heartbeat/trigger", idem, `{"input":"only prod"}`)
 		var run core.Run
 		if err := json.Unmarshal(b, &run); err != nil || code != http.StatusAccepted {
 			t.Fatalf("trigger: %d %s, %v", code, b, err)
 		}
+		if got := h.Get("Idempotent-Replayed") == "true"; got != replayed {
+			t.Errorf("trigger with key %s: Idempotent-Replayed %q, want it %v", idem, h.Get("Idempotent-Replayed"), replayed)
+		}
 		return run
 	}
-	first, again, other := trigger("nightly-retry-1"), trigger("nightly-retry-1"), trigger("nightly-retry-2")
+	first, again, other := trigger("nightly-retry-1", false), trigger("nightly-retry-1", true), trigger("nightly-retry-2", false)
 	if again.ID != first.ID || other.ID == first.ID {
 		t.Errorf("runs %s, %s, %s; want the retry to answer with the first, another key to start its own", first.ID, again.ID, other.ID)
 	}

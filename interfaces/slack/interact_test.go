@@ -1,6 +1,7 @@
 package slack_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -507,7 +508,8 @@ func TestApproveRefusedWhenArgumentsCut(t *testing.T) {
 
 type fakeRoutines struct {
 	triggered []string
-	audit     core.AuditLog // records a trigger's audit entry, as the routine store does
+	fired     map[string]bool // dedupe keys fired, as the routine store's inbox keeps them
+	audit     core.AuditLog   // records a trigger's audit entry, as the routine store does
 }
 
 func (f *fakeRoutines) List(context.Context, core.RoutineFilter) (core.Page[core.Routine], error) {
@@ -534,6 +536,13 @@ func (f *fakeRoutines) TriggerIn(ctx context.Context, m core.ManualFire) (core.R
 	if _, err := f.Get(ctx, id); err != nil {
 		return core.Run{}, err
 	}
+	if m.DedupeKey != "" && f.fired[m.DedupeKey] { // as routine.Scheduler.TriggerIn answers a redelivery
+		return core.Run{ID: "run_digest1"}, &core.DuplicateError{Platform: b.Platform, Key: m.DedupeKey, RunID: "run_digest1"}
+	}
+	if f.fired == nil {
+		f.fired = map[string]bool{}
+	}
+	f.fired[m.DedupeKey] = true
 	f.triggered = append(f.triggered, fmt.Sprintf("%s|%s|%s|%s:%s", id, extra, user, b.Platform, b.Channel))
 	if m.Audit != nil {
 		if err := f.audit.AppendAudit(ctx, *m.Audit); err != nil {
@@ -548,10 +557,11 @@ func TestSlashCommand(t *testing.T) {
 	e := newApprovalsEnv(t)
 	a := e.pause(t, core.ApprovalPolicy{Approvers: []string{ana}})
 	e.pause(t, core.ApprovalPolicy{Approvers: []string{bob + "X"}}) // nobody here may decide it
+	trigger := ""                                                   // a command's trigger_id; a new one for each when ""
 	command := func(user, channel, text string) slack.CommandReply {
 		t.Helper()
 		f := url.Values{"team_id": {team}, "channel_id": {channel}, "user_id": {user}, "user_name": {"x"},
-			"command": {"/agentgate"}, "text": {text}, "trigger_id": {"t." + core.NewID("t")}, "response_url": {"http://127.0.0.1:1/c"}}
+			"command": {"/agentgate"}, "text": {text}, "trigger_id": {cmp.Or(trigger, "t."+core.NewID("t"))}, "response_url": {"http://127.0.0.1:1/c"}}
 		code, body := e.send(t, []byte(f.Encode()))
 		var r slack.CommandReply
 		if err := json.Unmarshal([]byte(body), &r); code != http.StatusOK || err != nil || r.ResponseType != "ephemeral" {
@@ -579,6 +589,15 @@ func TestSlashCommand(t *testing.T) {
 			t.Errorf("/agentgate %s by %s in %s = %q, want it to contain %q", tc.text, tc.user, tc.channel, got.Text, tc.want)
 		}
 	}
+	// A command delivered again (Socket Mode redelivers what it saw no
+	// acknowledgement for) answers as the first did and fires nothing more.
+	trigger = "t.redelivered"
+	for range 2 {
+		if got := command(bob, cardChannel, "run daily-digest again").Text; !strings.Contains(got, "Started routine `daily-digest` (run `run_digest1`)") {
+			t.Errorf("/agentgate run daily-digest again, delivered twice = %q, want the run it started", got)
+		}
+	}
+	trigger = ""
 	// The routines list offers deploy-prod only where its callers allow.
 	if got := command(bob, cardChannel, "routines").Text; strings.Contains(got, "deploy-prod") {
 		t.Errorf("/agentgate routines by bob in %s lists deploy-prod, which he may not run: %q", cardChannel, got)
@@ -591,7 +610,8 @@ func TestSlashCommand(t *testing.T) {
 	// The routines' runs are started by the callers' principals; the refused
 	// command started nothing and left an audit row.
 	want := []string{"daily-digest|only prod|" + principal(bob) + "|slack:" + cardChannel,
-		"deploy-prod||" + principal(ana) + "|slack:" + cardChannel, "deploy-prod||" + principal(bob) + "|slack:C_OPS"}
+		"deploy-prod||" + principal(ana) + "|slack:" + cardChannel, "deploy-prod||" + principal(bob) + "|slack:C_OPS",
+		"daily-digest|again|" + principal(bob) + "|slack:" + cardChannel}
 	if !slices.Equal(e.routines.triggered, want) {
 		t.Errorf("triggered = %q, want %q", e.routines.triggered, want)
 	}
@@ -603,8 +623,8 @@ func TestSlashCommand(t *testing.T) {
 	for _, a := range refused.Items {
 		outcomes[a.Target+" "+a.Outcome]++
 	}
-	if outcomes["deploy-prod "+core.AuditDenied] != 1 || outcomes["deploy-prod "+core.AuditOK] != 1 || outcomes["daily-digest "+core.AuditOK] != 1 {
-		t.Errorf("bob's trigger audit = %v, want one refusal and two triggers", outcomes)
+	if outcomes["deploy-prod "+core.AuditDenied] != 1 || outcomes["deploy-prod "+core.AuditOK] != 1 || outcomes["daily-digest "+core.AuditOK] != 2 {
+		t.Errorf("bob's trigger audit = %v, want one refusal and three triggers (a redelivery is not one)", outcomes)
 	}
 }
 
