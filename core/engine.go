@@ -317,7 +317,16 @@ func (e *Engine) submit(ctx context.Context, req SubmitRequest, more ...Event) (
 		return Run{}, fmt.Errorf("submit: %w", err)
 	}
 	if e.outbox != nil {
-		e.enqueueRun(ctx, created.ID)
+		// The run's job goes to a worker of this process that waits with
+		// nothing to do, in memory, or else to the queue. Either way it
+		// lives outside the store: should this process end before the
+		// run's step, the janitor enqueues the run again (RequeueActive, at
+		// start and every JanitorInterval), as when the queue refuses it.
+		if hand != nil && hand.Reserve(0) {
+			hand.Handoff(RunJobFor(created.ID), e.cfg.NodeID, now.Add(e.cfg.ClaimTTL))
+		} else {
+			e.enqueueRun(ctx, created.ID)
+		}
 	}
 	return created, nil
 }

@@ -160,6 +160,8 @@ type Queue struct {
 	mu        sync.Mutex
 	notify    core.Broadcast // wakes waiting Dequeue calls when the listener fails: they poll from then on
 	last      string         // the newest entry id no look left undelivered (lookedPast)
+	hmu       sync.Mutex
+	hand      handoff // jobs handed to this process's waiting workers (handoff.go)
 }
 
 var _ core.Queue = (*Queue)(nil)
@@ -327,6 +329,9 @@ func (q *Queue) Dequeue(ctx context.Context, consumer string, lease time.Duratio
 		}
 	}()
 	j, err := core.WaitDequeue(ctx, q.opts.PollInterval*idleLooks, q.notify.C, q.one, func() (core.Job, bool, time.Duration, error) {
+		if j, ok := q.handedOff(); ok {
+			return j, true, 0, nil
+		}
 		f, err := q.dequeue(ctx, consumer, lease)
 		if err != nil || f.more {
 			q.passOn() // there may be more: the next waiting worker looks
@@ -510,8 +515,11 @@ func (q *Queue) Extend(ctx context.Context, j core.Job, lease time.Duration) err
 	if lease <= 0 {
 		return fmt.Errorf("extend job %s: lease must be positive, got %s", j.ID, lease)
 	}
-	if j.Lease == "" {
+	switch j.Lease {
+	case "":
 		return fmt.Errorf("extend job %s: %w", j.ID, core.ErrLeaseLost)
+	case localLease:
+		return nil // handed over in memory: no lease to renew
 	}
 	now := q.opts.Clock.Now()
 	n, err := q.run(ctx, extendScript, now, j.ID, j.Lease, ceilMS(now.Add(lease))).Int()
@@ -527,8 +535,12 @@ func (q *Queue) Extend(ctx context.Context, j core.Job, lease time.Duration) err
 // Ack removes a delivered job; see core.Queue. Its stream entry is
 // acknowledged and deleted.
 func (q *Queue) Ack(ctx context.Context, j core.Job) error {
-	if j.Lease == "" {
+	switch j.Lease {
+	case "":
 		return fmt.Errorf("ack job %s: %w", j.ID, core.ErrLeaseLost)
+	case localLease:
+		q.doneLocal(j.ID) // handed over in memory: nothing in Redis
+		return nil
 	}
 	n, err := q.run(ctx, ackScript, q.opts.Clock.Now(), j.ID, j.Lease).Int()
 	if err != nil {
@@ -544,6 +556,9 @@ func (q *Queue) Ack(ctx context.Context, j core.Job) error {
 // Options.Backoff(attempt)), or dead-letters the job when it has used its
 // last attempt; see core.Queue.
 func (q *Queue) Fail(ctx context.Context, j core.Job, reason string, retryAfter time.Duration) (bool, error) {
+	if j.Lease == localLease {
+		return q.failLocal(ctx, j, retryAfter)
+	}
 	attempt, ok := leaseAttempt(j.Lease)
 	if !ok {
 		return false, fmt.Errorf("fail job %s: %w", j.ID, core.ErrLeaseLost)
@@ -565,12 +580,18 @@ func (q *Queue) Fail(ctx context.Context, j core.Job, reason string, retryAfter 
 
 // Recover makes the jobs leased to consumer due at once and returns how
 // many there were; see core.Queue. Their Attempt still counts the lost
-// delivery.
+// delivery. The jobs handed to this process (Handoff) that no step acked or
+// failed go into the stream, due now, as new jobs.
 func (q *Queue) Recover(ctx context.Context, consumer string) (int, error) {
 	if consumer == "" {
 		return 0, errors.New("recover: consumer must not be empty")
 	}
+	local, err := q.recoverLocal(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("recover %s: %w", consumer, err)
+	}
 	n, err := q.run(ctx, recoverScript, q.opts.Clock.Now(), consumer).Int()
+	n += local
 	if err != nil {
 		return 0, fmt.Errorf("recover %s: %w", consumer, err)
 	}

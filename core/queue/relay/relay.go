@@ -113,6 +113,22 @@ type receipts struct {
 	log    *slog.Logger
 }
 
+// Reserve, Unreserve and Handoff are the queue's (core.Handoff); Reserve
+// is false when it has none. A job handed over is a run's, which the
+// outbox never keeps.
+func (q *receipts) Reserve(backlog int) bool {
+	h, ok := q.Queue.(core.Handoff)
+	return ok && h.Reserve(backlog)
+}
+
+// Unreserve: see Reserve.
+func (q *receipts) Unreserve() { q.Queue.(core.Handoff).Unreserve() }
+
+// Handoff: see Reserve.
+func (q *receipts) Handoff(j core.Job, consumer string, until time.Time) {
+	q.Queue.(core.Handoff).Handoff(j, consumer, until)
+}
+
 // OldestDue is the queue's (core.QueueAger), the zero time when it cannot
 // tell.
 func (q *receipts) OldestDue(ctx context.Context) (time.Time, error) {
