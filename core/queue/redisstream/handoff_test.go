@@ -59,14 +59,20 @@ func TestHandoffToAWaitingWorker(t *testing.T) {
 		t.Errorf("queue depth after a hand-off = %d, %v; want 0", depth, err)
 	}
 
-	// A handed job that fails is retried from the stream.
-	go dequeue()
-	n.asleep(1)
-	if !q.Reserve(0) {
-		t.Fatal("no worker to reserve while one waits again")
+	// handOne hands run's job to a worker that waits for it.
+	handOne := func(run string) core.Job {
+		t.Helper()
+		go dequeue()
+		n.asleep(1)
+		if !q.Reserve(0) {
+			t.Fatalf("no worker to reserve for %s while one waits", run)
+		}
+		q.Handoff(core.RunJobFor(run), "w", time.Now().Add(time.Minute))
+		return <-got
 	}
-	q.Handoff(core.RunJobFor("run_retried"), "w", time.Now().Add(time.Minute))
-	j = <-got
+
+	// A handed job that fails is retried from the stream.
+	j = handOne("run_retried")
 	if dead, err := q.Fail(t.Context(), j, "model unavailable", time.Millisecond); err != nil || dead {
 		t.Fatalf("fail a handed job: dead %v, %v", dead, err)
 	}
@@ -86,13 +92,7 @@ func TestHandoffToAWaitingWorker(t *testing.T) {
 
 	// A handed job whose step did not end when this process stops (Recover
 	// at shutdown) goes into the stream for another replica.
-	go dequeue()
-	n.asleep(1)
-	if !q.Reserve(0) {
-		t.Fatal("no worker to reserve while one waits a third time")
-	}
-	q.Handoff(core.RunJobFor("run_interrupted"), "w", time.Now().Add(time.Minute))
-	j = <-got
+	j = handOne("run_interrupted")
 	if n, err := q.Recover(t.Context(), "w"); err != nil || n != 1 {
 		t.Fatalf("recover with a handed job in flight: %d, %v; want 1", n, err)
 	}
