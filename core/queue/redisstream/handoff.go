@@ -69,7 +69,9 @@ func (q *Queue) Handoff(j core.Job, _ string, _ time.Time) {
 	q.passOn() // one waiting Dequeue takes it
 }
 
-// handedOff takes the oldest job handed to this process, if any.
+// handedOff takes the oldest job handed to this process, if any, and
+// wakes another waiting Dequeue when more wait (Handoff's wake-ups
+// coalesce).
 func (q *Queue) handedOff() (core.Job, bool) {
 	q.hmu.Lock()
 	defer q.hmu.Unlock()
@@ -82,6 +84,9 @@ func (q *Queue) handedOff() (core.Job, bool) {
 		q.hand.taken = map[string]core.Job{}
 	}
 	q.hand.taken[j.ID] = j
+	if len(q.hand.jobs) > 0 {
+		q.passOn()
+	}
 	return j, true
 }
 

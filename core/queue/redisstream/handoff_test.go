@@ -3,6 +3,7 @@ package redisstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -99,5 +100,59 @@ func TestHandoffToAWaitingWorker(t *testing.T) {
 	again, err := other.Dequeue(rctx, "other", time.Minute)
 	if err != nil || again.ID != j.ID || again.Lease == localLease {
 		t.Fatalf("the interrupted job reached another replica as %+v, %v; want job %s from the stream", again, err, j.ID)
+	}
+}
+
+// Jobs handed over together reach as many waiting workers, though their
+// wake-ups coalesce: each worker that takes one while more wait wakes the
+// next (the queue polls once an hour here).
+func TestHandoffsReachEveryWaitingWorker(t *testing.T) {
+	q, n := openCounted(t, testPrefix(t, testClient(t)))
+	const workers = 3
+	got := make(chan error, workers)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for range workers {
+		go func() {
+			j, err := q.Dequeue(ctx, "w", time.Minute)
+			if err == nil && j.Lease != localLease {
+				err = errors.New("took a job from the stream")
+			}
+			got <- err
+		}()
+	}
+	for n.Load() < workers { // each worker's first look
+		time.Sleep(10 * time.Millisecond)
+	}
+	n.asleep(workers)
+	for i := range workers {
+		if !q.Reserve(0) {
+			t.Fatalf("reservation %d of %d refused with %d workers waiting", i+1, workers, workers)
+		}
+	}
+	for i := range workers {
+		q.Handoff(core.RunJobFor(fmt.Sprintf("run_%d", i)), "w", time.Now().Add(time.Minute))
+	}
+	for range workers {
+		if err := <-got; err != nil {
+			t.Fatalf("a handed job did not reach a waiting worker: %v", err)
+		}
+	}
+}
+
+// The rule that makes that so, without the scheduler's luck: taking one of
+// two handed jobs wakes another waiting worker.
+func TestTakingAHandedJobWakesTheNext(t *testing.T) {
+	q := &Queue{one: make(chan struct{}, 1)}
+	q.hand.jobs = []core.Job{{ID: "job_a"}, {ID: "job_b"}}
+	if j, ok := q.handedOff(); !ok || j.ID != "job_a" {
+		t.Fatalf("took %+v, %v; want job_a", j, ok)
+	}
+	if len(q.one) != 1 {
+		t.Fatal("taking one of two handed jobs woke no other worker")
+	}
+	<-q.one
+	if j, ok := q.handedOff(); !ok || j.ID != "job_b" || len(q.one) != 0 {
+		t.Fatalf("took %+v, %v with %d wake-ups; want job_b and none (nothing left)", j, ok, len(q.one))
 	}
 }
