@@ -757,8 +757,11 @@ func (s *server) listApprovals(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	st := core.ApprovalStatus(q.Get("status"))
-	if st != "" && !st.Valid() {
-		writeError(w, http.StatusBadRequest, "bad_request", "status: must be one of pending, approved, denied, expired, cancelled")
+	switch {
+	case st == "all": // as the CLI and MCP say it; omitted means the same
+		st = ""
+	case st != "" && !st.Valid():
+		writeError(w, http.StatusBadRequest, "bad_request", "status: must be one of pending, approved, denied, expired, cancelled, all")
 		return
 	}
 	page, err := s.cfg.Store.ListApprovals(r.Context(), core.ApprovalFilter{

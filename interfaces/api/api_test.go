@@ -185,6 +185,11 @@ func TestDemoChatAndApproval(t *testing.T) {
 	if again.Error.Code != "approval_not_pending" || again.Status != "approved" {
 		t.Fatalf("second decision = %+v", again)
 	}
+	for _, q := range []string{"?status=all", ""} { // every status, as the CLI's --status all
+		if e.call("GET", "/api/v1/approvals"+q, "", &list); len(list.Items) != 1 || list.Items[0].Status != core.ApprovalApproved {
+			t.Errorf("GET /api/v1/approvals%s = %+v, want the approved one", q, list.Items)
+		}
+	}
 
 	done := e.waitRun(paused.ID)
 	if done.Status != core.RunCompleted || !strings.Contains(done.Output, "deployed") {
