@@ -34,6 +34,13 @@ type Job struct {
 	Lease string `json:"-"`
 }
 
+// Again is j as a new job to enqueue (a job forwarded, retried or taken
+// back): its id, kind, key, payload and delivery limit, due at runAt (zero:
+// now), without a delivery's state.
+func (j Job) Again(runAt time.Time) Job {
+	return Job{ID: j.ID, Kind: j.Kind, Key: j.Key, Payload: j.Payload, MaxAttempts: j.MaxAttempts, RunAt: runAt}
+}
+
 // Queue is a durable at-least-once job queue with leases (visibility
 // timeouts), retries with backoff and a dead-letter list.
 //

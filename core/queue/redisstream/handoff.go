@@ -110,12 +110,18 @@ func (q *Queue) recoverLocal(ctx context.Context) (int, error) {
 	q.hmu.Unlock()
 	var errs []error
 	for _, j := range jobs {
-		again := core.Job{ID: j.ID, Kind: j.Kind, Key: j.Key, Payload: j.Payload, MaxAttempts: j.MaxAttempts}
-		if err := q.Enqueue(ctx, again); err != nil && !errors.Is(err, core.ErrJobExists) {
-			errs = append(errs, err)
-		}
+		errs = append(errs, q.enqueueAgain(ctx, j, time.Time{}))
 	}
 	return len(jobs), errors.Join(errs...)
+}
+
+// enqueueAgain puts handed job j into the stream as a new job due at runAt
+// (zero: now); one with its id there already is enough.
+func (q *Queue) enqueueAgain(ctx context.Context, j core.Job, runAt time.Time) error {
+	if err := q.Enqueue(ctx, j.Again(runAt)); err != nil && !errors.Is(err, core.ErrJobExists) {
+		return err
+	}
+	return nil
 }
 
 // failLocal schedules the retry of a handed job that failed: it goes into
@@ -126,9 +132,7 @@ func (q *Queue) failLocal(ctx context.Context, j core.Job, delay time.Duration) 
 	if delay <= 0 {
 		delay = q.opts.Backoff(1)
 	}
-	retry := core.Job{ID: j.ID, Kind: j.Kind, Key: j.Key, Payload: j.Payload, MaxAttempts: j.MaxAttempts,
-		RunAt: q.opts.Clock.Now().Add(delay)}
-	if err := q.Enqueue(ctx, retry); err != nil && !errors.Is(err, core.ErrJobExists) {
+	if err := q.enqueueAgain(ctx, j, q.opts.Clock.Now().Add(delay)); err != nil {
 		return false, fmt.Errorf("fail job %s: %w", j.ID, err)
 	}
 	return false, nil

@@ -586,13 +586,10 @@ func (q *Queue) Recover(ctx context.Context, consumer string) (int, error) {
 	if consumer == "" {
 		return 0, errors.New("recover: consumer must not be empty")
 	}
-	local, err := q.recoverLocal(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("recover %s: %w", consumer, err)
-	}
+	local, lerr := q.recoverLocal(ctx) // its failure does not hold back the leased jobs
 	n, err := q.run(ctx, recoverScript, q.opts.Clock.Now(), consumer).Int()
 	n += local
-	if err != nil {
+	if err = errors.Join(err, lerr); err != nil {
 		return 0, fmt.Errorf("recover %s: %w", consumer, err)
 	}
 	if n > 0 {
@@ -643,7 +640,7 @@ func (q *Queue) RetryDead(ctx context.Context, id string) (core.Job, error) {
 		if err != nil || j.ID != id {
 			continue
 		}
-		again := core.Job{ID: j.ID, Kind: j.Kind, Key: j.Key, Payload: j.Payload, MaxAttempts: j.MaxAttempts}
+		again := j.Again(time.Time{})
 		if err := q.Enqueue(ctx, again); err != nil {
 			return core.Job{}, fmt.Errorf("retry dead job %s: %w", id, err)
 		}

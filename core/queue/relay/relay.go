@@ -82,8 +82,7 @@ func New(cfg Config) (*Relay, error) {
 // is dead-lettered for it. A job other than a run's is kept until its
 // receipt.
 func (r *Relay) Forward(ctx context.Context, j core.Job) error {
-	out := core.Job{ID: j.ID, Kind: j.Kind, Key: j.Key, Payload: j.Payload, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt}
-	if err := r.cfg.To.Enqueue(ctx, out); err != nil && !errors.Is(err, core.ErrJobExists) {
+	if err := r.cfg.To.Enqueue(ctx, j.Again(j.RunAt)); err != nil && !errors.Is(err, core.ErrJobExists) {
 		if k, ok := r.cfg.From.(Keeper); ok {
 			return errors.Join(err, k.Keep(ctx, j, r.cfg.Now().Add(time.Second)))
 		}
