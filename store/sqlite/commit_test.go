@@ -2,13 +2,30 @@ package sqlite
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+
+	msqlite "modernc.org/sqlite"
 )
+
+// giveUp is called by the SQL function give_up(), in the middle of a
+// statement.
+var giveUp atomic.Pointer[context.CancelFunc]
+
+func init() {
+	msqlite.MustRegisterScalarFunction("give_up", 0, func(*msqlite.FunctionContext, []driver.Value) (driver.Value, error) {
+		if f := giveUp.Load(); f != nil {
+			(*f)()
+		}
+		return int64(1), nil
+	})
+}
 
 func openCommitTest(t *testing.T) *DB {
 	t.Helper()
@@ -154,6 +171,44 @@ func TestGroupCommitCancel(t *testing.T) {
 	<-started
 	if err := <-done; err != nil || !db.stored(t, "started") {
 		t.Fatalf("a started transaction whose caller gave up: %v, stored %t; want it committed", err, db.stored(t, "started"))
+	}
+}
+
+// A caller that gives up while its statement runs in a shared commit
+// interrupts nothing: SQLite rolls back a whole transaction when an INSERT
+// in it is interrupted, which took the other callers' writes with it.
+func TestGroupCommitCallerGivesUpMidStatement(t *testing.T) {
+	db := openCommitTest(t)
+	release := db.hold(t)
+	first := make(chan error, 1)
+	go func() { first <- db.tx(context.Background(), insert("first")) }()
+	db.commits.waiting(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	giveUp.Store(&cancel)
+	defer giveUp.Store(nil)
+	const rows = 200_000
+	slow := make(chan error, 1)
+	go func() {
+		slow <- db.tx(ctx, func(tx *txn) error {
+			// The caller gives up at the 100th of many rows.
+			_, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO t(name)
+				WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < %d)
+				SELECT 'slow-' || x FROM c WHERE CASE WHEN x = 100 THEN give_up() ELSE 1 END`, rows))
+			return err
+		})
+	}()
+	db.commits.waiting(2)
+	release()
+	if err := <-slow; err != nil {
+		t.Errorf("the caller that gave up mid-statement: %v; want its write committed", err)
+	}
+	if err := <-first; err != nil || !db.stored(t, "first") {
+		t.Fatalf("a write sharing the commit: %v, stored %t; want it committed", err, db.stored(t, "first"))
+	}
+	var n int
+	if err := db.r.QueryRow(`SELECT COUNT(*) FROM t WHERE name LIKE 'slow-%'`).Scan(&n); err != nil || n != rows {
+		t.Fatalf("rows of the statement whose caller gave up: %d (%v), want %d", n, err, rows)
 	}
 }
 

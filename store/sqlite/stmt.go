@@ -88,13 +88,18 @@ func (c *stmtCache) close() {
 }
 
 // txn is a write transaction whose statements use the write connection's
-// prepared statements.
+// prepared statements. They run to their end whatever their caller's
+// context: the transaction is shared (see committer), and SQLite rolls
+// back all of it, the other callers' writes too, when an INSERT, UPDATE or
+// DELETE in it is interrupted. A caller's context that can end would also
+// cost the driver a goroutine per statement.
 type txn struct {
 	*sql.Tx
 	st *stmtCache
 }
 
 func (t *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	ctx = context.WithoutCancel(ctx)
 	if s := t.st.cached(q); s != nil {
 		return t.Tx.StmtContext(ctx, s).ExecContext(ctx, args...)
 	}
@@ -103,6 +108,7 @@ func (t *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Resul
 }
 
 func (t *txn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	ctx = context.WithoutCancel(ctx)
 	if s := t.st.cached(q); s != nil {
 		return t.Tx.StmtContext(ctx, s).QueryContext(ctx, args...)
 	}
@@ -111,6 +117,7 @@ func (t *txn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Row
 }
 
 func (t *txn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	ctx = context.WithoutCancel(ctx)
 	if s := t.st.cached(q); s != nil {
 		return t.Tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)
 	}
@@ -118,13 +125,22 @@ func (t *txn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.R
 	return t.Tx.QueryRowContext(ctx, q, args...)
 }
 
-// readPool is the reader connections, with prepared statements.
+// readPool is the reader connections, with prepared statements. A read
+// that has started runs to its end even if its caller's context ends
+// meanwhile (reads are indexed and paged, a few milliseconds at most): a
+// context that can end costs two goroutines per statement, the driver's
+// interrupter and database/sql's closer. A caller whose context has ended
+// starts no statement.
 type readPool struct {
 	*sql.DB
 	st *stmtCache
 }
 
 func (p *readPool) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ctx = context.WithoutCancel(ctx)
 	if s := p.st.get(ctx, q); s != nil {
 		return s.QueryContext(ctx, args...)
 	}
@@ -132,6 +148,10 @@ func (p *readPool) QueryContext(ctx context.Context, q string, args ...any) (*sq
 }
 
 func (p *readPool) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if ctx.Err() != nil {
+		return p.DB.QueryRowContext(ctx, q, args...) // answers ctx's error
+	}
+	ctx = context.WithoutCancel(ctx)
 	if s := p.st.get(ctx, q); s != nil {
 		return s.QueryRowContext(ctx, args...)
 	}
