@@ -18,6 +18,7 @@ const localLease = "local/1"
 // handoff holds the jobs handed to this process's waiting workers (under
 // Queue.hmu).
 type handoff struct {
+	idle     int                 // Dequeue calls that found nothing and wait, not looking now
 	reserved int                 // places promised by Reserve
 	jobs     []core.Job          // handed over, not yet taken
 	taken    map[string]core.Job // taken by a worker, not yet acked or failed
@@ -27,12 +28,13 @@ var _ core.Handoff = (*Queue)(nil)
 
 // Reserve implements core.Handoff: true while a Dequeue of this Queue
 // waits with nothing due in the stream that no earlier reservation or
-// handed job claims. backlog is ignored: a job handed to a busy worker
-// would wait in memory, out of other replicas' reach.
+// handed job claims. A Dequeue woken to look in the stream does not count
+// (the look may find it a job). backlog is ignored: a job handed to a busy
+// worker would wait in memory, out of other replicas' reach.
 func (q *Queue) Reserve(int) bool {
 	q.hmu.Lock()
 	defer q.hmu.Unlock()
-	if q.hand.reserved+len(q.hand.jobs) >= int(q.waiting.Load()) {
+	if q.hand.reserved+len(q.hand.jobs) >= q.hand.idle {
 		return false
 	}
 	q.hand.reserved++
@@ -50,7 +52,9 @@ func (q *Queue) Unreserve() {
 // j, which is not in Redis. Whoever hands a job over must keep what it
 // names recoverable without it: the engine hands over only run jobs,
 // which its janitor rebuilds from the runs (core.Store.RequeueActive) if
-// this process ends first. consumer and until are not used.
+// this process ends first. consumer and until are not used. Should the
+// waiting Dequeue reserved for j have gone to look in the stream
+// meanwhile, j goes into the stream instead.
 func (q *Queue) Handoff(j core.Job, _ string, _ time.Time) {
 	j.Attempt, j.Lease = 1, localLease
 	if j.ID == "" {
@@ -64,26 +68,57 @@ func (q *Queue) Handoff(j core.Job, _ string, _ time.Time) {
 	}
 	q.hmu.Lock()
 	q.hand.reserved--
-	q.hand.jobs = append(q.hand.jobs, j)
+	kept := len(q.hand.jobs) < q.hand.idle
+	if kept {
+		q.hand.jobs = append(q.hand.jobs, j)
+	}
 	q.hmu.Unlock()
-	q.passOn() // one waiting Dequeue takes it
+	if kept {
+		q.passOn() // one waiting Dequeue takes it
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), handoffEnqueueTimeout)
+	defer cancel()
+	_ = q.enqueueAgain(ctx, j, time.Time{}, 0, "") // failing that, the janitor enqueues its run
+}
+
+// handoffEnqueueTimeout bounds Handoff's enqueue of a job no waiting
+// Dequeue is left for.
+const handoffEnqueueTimeout = 10 * time.Second
+
+// setIdle counts the calling Dequeue as waiting, Reserve may promise it a
+// job (v: it found nothing in the stream), or stops counting it (it ends).
+func (q *Queue) setIdle(idle *bool, v bool) {
+	if *idle == v {
+		return
+	}
+	q.hmu.Lock()
+	if v {
+		q.hand.idle++
+	} else {
+		q.hand.idle--
+	}
+	q.hmu.Unlock()
+	*idle = v
 }
 
 // handedOff takes the oldest job handed to this process, if any, and
 // wakes another waiting Dequeue when more wait (Handoff's wake-ups
-// coalesce).
-func (q *Queue) handedOff() (core.Job, bool) {
+// coalesce). The calling Dequeue stops counting as waiting: it takes a
+// job, or it looks in the stream next.
+func (q *Queue) handedOff(idle *bool) (core.Job, bool) {
 	q.hmu.Lock()
 	defer q.hmu.Unlock()
+	if *idle {
+		q.hand.idle--
+		*idle = false
+	}
 	if len(q.hand.jobs) == 0 {
 		return core.Job{}, false
 	}
 	j := q.hand.jobs[0]
 	q.hand.jobs = slices.Delete(q.hand.jobs, 0, 1)
-	if q.hand.taken == nil {
-		q.hand.taken = map[string]core.Job{}
-	}
-	q.hand.taken[j.ID] = j
+	q.keepTaken(j)
 	if len(q.hand.jobs) > 0 {
 		q.passOn()
 	}
@@ -98,42 +133,72 @@ func (q *Queue) doneLocal(id string) {
 }
 
 // recoverLocal puts the handed jobs not acked or failed yet (not taken, or
-// taken by a step that was interrupted) into the stream, due now, for any
-// replica: this process stops working on them (Recover at shutdown).
+// taken by a step that was interrupted: that delivery counts, as a leased
+// job's does) into the stream, due now, for any replica: this process
+// stops working on them (Recover at shutdown). A job the stream refused
+// stays here for the next Recover.
 func (q *Queue) recoverLocal(ctx context.Context) (int, error) {
 	q.hmu.Lock()
-	jobs := q.hand.jobs
-	for _, j := range q.hand.taken {
-		jobs = append(jobs, j)
-	}
+	waiting, taken := q.hand.jobs, q.hand.taken
 	q.hand.jobs, q.hand.taken = nil, nil
 	q.hmu.Unlock()
 	var errs []error
-	for _, j := range jobs {
-		errs = append(errs, q.enqueueAgain(ctx, j, time.Time{}))
+	n := 0
+	back := func(j core.Job, attempt int) {
+		if err := q.enqueueAgain(ctx, j, time.Time{}, attempt, j.LastError); err != nil {
+			errs = append(errs, err)
+			q.hmu.Lock()
+			if attempt == 0 {
+				q.hand.jobs = append(q.hand.jobs, j)
+			} else {
+				q.keepTaken(j)
+			}
+			q.hmu.Unlock()
+			return
+		}
+		n++
 	}
-	return len(jobs), errors.Join(errs...)
+	for _, j := range waiting {
+		back(j, 0)
+	}
+	for _, j := range taken {
+		back(j, 1)
+	}
+	return n, errors.Join(errs...)
+}
+
+// keepTaken records j as taken and not acked or failed (under hmu).
+func (q *Queue) keepTaken(j core.Job) {
+	if q.hand.taken == nil {
+		q.hand.taken = map[string]core.Job{}
+	}
+	q.hand.taken[j.ID] = j
 }
 
 // enqueueAgain puts handed job j into the stream as a new job due at runAt
-// (zero: now); one with its id there already is enough.
-func (q *Queue) enqueueAgain(ctx context.Context, j core.Job, runAt time.Time) error {
-	if err := q.Enqueue(ctx, j.Again(runAt)); err != nil && !errors.Is(err, core.ErrJobExists) {
+// (zero: now) that has had attempt deliveries, the last ending with
+// lastErr; one with its id there already is enough.
+func (q *Queue) enqueueAgain(ctx context.Context, j core.Job, runAt time.Time, attempt int, lastErr string) error {
+	again := j.Again(runAt)
+	again.Attempt, again.LastError = attempt, lastErr
+	if err := q.enqueue(ctx, again); err != nil && !errors.Is(err, core.ErrJobExists) {
 		return err
 	}
 	return nil
 }
 
 // failLocal schedules the retry of a handed job that failed: it goes into
-// the stream like a new job due after the delay, where any replica may
-// take it (its attempts count from there).
-func (q *Queue) failLocal(ctx context.Context, j core.Job, delay time.Duration) (bool, error) {
-	q.doneLocal(j.ID)
+// the stream like a job failed on its first delivery, due after the delay,
+// where any replica may take it. Should the stream refuse it, it stays
+// here as taken (Recover at shutdown tries again; the janitor enqueues its
+// run in any case).
+func (q *Queue) failLocal(ctx context.Context, j core.Job, reason string, delay time.Duration) (bool, error) {
 	if delay <= 0 {
 		delay = q.opts.Backoff(1)
 	}
-	if err := q.enqueueAgain(ctx, j, q.opts.Clock.Now().Add(delay)); err != nil {
+	if err := q.enqueueAgain(ctx, j, q.opts.Clock.Now().Add(delay), 1, reason); err != nil {
 		return false, fmt.Errorf("fail job %s: %w", j.ID, err)
 	}
+	q.doneLocal(j.ID)
 	return false, nil
 }

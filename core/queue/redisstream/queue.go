@@ -277,6 +277,13 @@ func (q *Queue) createGroup(ctx context.Context) error {
 // Enqueue adds a job; see core.Queue. A non-empty j.ID is kept (it must not
 // name a job that is still queued); otherwise one is generated.
 func (q *Queue) Enqueue(ctx context.Context, j core.Job) error {
+	j.Attempt, j.LastError = 0, ""
+	return q.enqueue(ctx, j)
+}
+
+// enqueue adds j, which has had j.Attempt deliveries, the last ending with
+// j.LastError.
+func (q *Queue) enqueue(ctx context.Context, j core.Job) error {
 	now := q.opts.Clock.Now()
 	runAt := j.RunAt
 	if runAt.IsZero() {
@@ -303,6 +310,8 @@ func (q *Queue) Enqueue(ctx context.Context, j core.Job) error {
 		MaxAttempts: max(j.MaxAttempts, 0),
 		CreatedAt:   floorMS(now),
 		RunAt:       due,
+		Attempt:     j.Attempt,
+		LastError:   j.LastError,
 	})
 	if err != nil {
 		return fmt.Errorf("enqueue %s: %w", j.Kind, err)
@@ -323,13 +332,15 @@ func (q *Queue) Enqueue(ctx context.Context, j core.Job) error {
 // within Options.PollInterval.
 func (q *Queue) Dequeue(ctx context.Context, consumer string, lease time.Duration) (core.Job, error) {
 	waiting := false
+	idle := false // counted in hand.idle: waits, not looking (Reserve)
 	defer func() {
 		if waiting {
 			q.waiting.Add(-1)
 		}
+		q.setIdle(&idle, false) // a job handed meanwhile waits for the next Dequeue, or Recover
 	}()
 	j, err := core.WaitDequeue(ctx, q.opts.PollInterval*idleLooks, q.notify.C, q.one, func() (core.Job, bool, time.Duration, error) {
-		if j, ok := q.handedOff(); ok {
+		if j, ok := q.handedOff(&idle); ok {
 			return j, true, 0, nil
 		}
 		f, err := q.dequeue(ctx, consumer, lease)
@@ -342,6 +353,7 @@ func (q *Queue) Dequeue(ctx context.Context, consumer string, lease time.Duratio
 		// Nothing up to f.last was left undelivered when the script looked,
 		// so the listener, reading after it, hears every job added since.
 		q.lookedPast(f.last)
+		q.setIdle(&idle, true)
 		if !waiting {
 			waiting = true
 			q.waiting.Add(1)
@@ -557,7 +569,7 @@ func (q *Queue) Ack(ctx context.Context, j core.Job) error {
 // last attempt; see core.Queue.
 func (q *Queue) Fail(ctx context.Context, j core.Job, reason string, retryAfter time.Duration) (bool, error) {
 	if j.Lease == localLease {
-		return q.failLocal(ctx, j, retryAfter)
+		return q.failLocal(ctx, j, reason, retryAfter)
 	}
 	attempt, ok := leaseAttempt(j.Lease)
 	if !ok {
