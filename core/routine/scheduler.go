@@ -459,7 +459,7 @@ func (s *Scheduler) TriggerIn(ctx context.Context, m core.ManualFire) (core.Run,
 		switch {
 		case err != nil:
 			return core.Run{}, err
-		case m.Binding.Platform == "" && !sameExtra(first, id, extra):
+		case m.Binding.Platform == "" && !sameExtra(first, id, r.Input, extra):
 			return core.Run{}, &core.KeyReusedError{RunID: first.ID}
 		}
 		return first, dup
@@ -479,13 +479,20 @@ func manualSessionID(agentID, routineID, runID string) string {
 
 // sameExtra reports whether run, fired by routineID outside chat, was asked
 // with extra input extra (trimmed): with extra it has a session of its own
-// and its input ends with it. The routine's own input may have changed
-// since, so only the end is compared.
-func sameExtra(run core.Run, routineID, extra string) bool {
+// and its input is the routine's input then, followed by extra. When the
+// routine's input (routineInput now) changed since, only the end can be
+// compared.
+func sameExtra(run core.Run, routineID, routineInput, extra string) bool {
 	if (run.SessionID == manualSessionID(run.AgentID, routineID, run.ID)) != (extra != "") {
 		return false
 	}
-	return extra == "" || strings.HasSuffix(run.Input, "\n\n"+extra)
+	if extra == "" {
+		return true
+	}
+	if strings.HasPrefix(run.Input, routineInput+"\n\n") {
+		return run.Input == routineInput+"\n\n"+extra
+	}
+	return strings.HasSuffix(run.Input, "\n\n"+extra)
 }
 
 // Enable switches routine id on; its next due time is the first after now.

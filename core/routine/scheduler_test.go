@@ -761,6 +761,22 @@ func TestTriggerInDedupes(t *testing.T) {
 	if h := e.history("r"); len(h) != 1 {
 		t.Errorf("history = %+v, want one fire", h)
 	}
+
+	// An API request's key given again: the same extra input replays the
+	// first run; another fails, though the first extra ends like it.
+	asked := core.ManualFire{RoutineID: "r", UserID: "key:ops", Extra: "only web\n\nstaging", DedupeKey: "key:ops:trigger:r:k1"}
+	first, err = e.s.TriggerIn(t.Context(), asked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err = e.s.TriggerIn(t.Context(), asked)
+	if _, ok := errors.AsType[*core.DuplicateError](err); !ok || again.ID != first.ID {
+		t.Fatalf("the request again = %s, %v; want the first run %s and a duplicate error", again.ID, err, first.ID)
+	}
+	asked.Extra = "staging"
+	if run, err := e.s.TriggerIn(t.Context(), asked); !errors.As(err, new(*core.KeyReusedError)) {
+		t.Errorf("the key again with extra %q after %q = run %s, %v; want the key reported reused", asked.Extra, "only web\n\nstaging", run.ID, err)
+	}
 }
 
 // A routine run from two threads of one channel (Slack threads, Telegram
