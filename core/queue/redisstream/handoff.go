@@ -93,12 +93,20 @@ func (q *Queue) setIdle(idle *bool, v bool) {
 		return
 	}
 	q.hmu.Lock()
-	if v {
+	q.setIdleLocked(idle, v)
+	q.hmu.Unlock()
+}
+
+// setIdleLocked is setIdle under hmu.
+func (q *Queue) setIdleLocked(idle *bool, v bool) {
+	switch {
+	case *idle == v:
+		return
+	case v:
 		q.hand.idle++
-	} else {
+	default:
 		q.hand.idle--
 	}
-	q.hmu.Unlock()
 	*idle = v
 }
 
@@ -109,10 +117,7 @@ func (q *Queue) setIdle(idle *bool, v bool) {
 func (q *Queue) handedOff(idle *bool) (core.Job, bool) {
 	q.hmu.Lock()
 	defer q.hmu.Unlock()
-	if *idle {
-		q.hand.idle--
-		*idle = false
-	}
+	q.setIdleLocked(idle, false)
 	if len(q.hand.jobs) == 0 {
 		return core.Job{}, false
 	}
