@@ -223,14 +223,26 @@ func (f *scriptFault) failNext() {
 // scriptFault, polling once an hour.
 func openFaulty(t *testing.T, prefix string) (*Queue, *scriptFault) {
 	t.Helper()
-	c := testClient(t)
 	f := &scriptFault{}
-	c.AddHook(f)
-	q, err := New(c, Options{Prefix: prefix, PollInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
+	return openHooked(t, prefix, f), f
+}
+
+// startWorker starts a Dequeue by worker w and waits until it found
+// nothing and sleeps; the job it takes comes on the channel.
+func startWorker(ctx context.Context, t *testing.T, q *Queue) <-chan core.Job {
+	t.Helper()
+	got := make(chan core.Job, 1)
+	go func() {
+		j, err := q.Dequeue(ctx, "w", time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- j
+	}()
+	for q.idleWorkers() == 0 {
+		time.Sleep(10 * time.Millisecond)
 	}
-	return q, f
+	return got
 }
 
 // idleWorkers is how many Dequeue calls Reserve may promise a job.
@@ -253,23 +265,8 @@ func TestHandoffSkipsAWorkerThatLooks(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	// waiting starts a worker and lets it go to sleep; wake has a job of
-	// the other replica wake it and holds its look until release.
-	waiting := func() <-chan core.Job {
-		t.Helper()
-		ch := make(chan core.Job, 1)
-		go func() {
-			j, err := q.Dequeue(ctx, "w", time.Minute)
-			if err != nil {
-				t.Error(err)
-			}
-			ch <- j
-		}()
-		for q.idleWorkers() == 0 { // the worker's first look found nothing
-			time.Sleep(10 * time.Millisecond)
-		}
-		return ch
-	}
+	// wake has a job of the other replica wake the waiting worker and
+	// holds its look until release.
 	wake := func(peerJob string) (release func()) {
 		t.Helper()
 		entered, release := fault.hold()
@@ -284,7 +281,7 @@ func TestHandoffSkipsAWorkerThatLooks(t *testing.T) {
 		return release
 	}
 
-	got := waiting()
+	got := startWorker(ctx, t, q)
 	if !q.Reserve(0) { // a run about to be created reserves the waiting worker
 		t.Fatal("no worker to reserve while one waits")
 	}
@@ -299,7 +296,7 @@ func TestHandoffSkipsAWorkerThatLooks(t *testing.T) {
 		t.Fatalf("another replica took %+v, %v; want run_late's job from the stream, first delivery", late, err)
 	}
 
-	got = waiting()
+	got = startWorker(ctx, t, q)
 	release = wake("job_peer2")
 	reserved := q.Reserve(0)
 	if reserved {
@@ -321,17 +318,7 @@ func TestHandedJobKeptWhenTheStreamRefusesItsRetry(t *testing.T) {
 	q, fault := openFaulty(t, prefix)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	got := make(chan core.Job, 1)
-	go func() {
-		j, err := q.Dequeue(ctx, "w", time.Minute)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- j
-	}()
-	for q.idleWorkers() == 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	got := startWorker(ctx, t, q)
 	if !q.Reserve(0) {
 		t.Fatal("no worker to reserve while one waits")
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/agentgate/agentgate/core"
 	"github.com/agentgate/agentgate/core/queue/queuetest"
 )
@@ -21,14 +23,21 @@ func (c *counter) asleep(int) { queuetest.Quiet(c.Load) }
 // listener hearing a new entry or by this process.
 func openCounted(t *testing.T, prefix string) (*Queue, *counter) {
 	t.Helper()
-	c := testClient(t)
 	n := &counter{}
-	c.AddHook(n)
+	return openHooked(t, prefix, n), n
+}
+
+// openHooked opens a queue on prefix whose client goes through hook,
+// polling once an hour.
+func openHooked(t *testing.T, prefix string, hook redis.Hook) *Queue {
+	t.Helper()
+	c := testClient(t)
+	c.AddHook(hook)
 	q, err := New(c, Options{Prefix: prefix, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return q, n
+	return q
 }
 
 // The jobs of a crashed consumer, recovered while six workers wait, reach
