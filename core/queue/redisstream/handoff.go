@@ -111,9 +111,10 @@ func (q *Queue) setIdleLocked(idle *bool, v bool) {
 }
 
 // handedOff takes the oldest job handed to this process, if any, and
-// wakes another waiting Dequeue when more wait (Handoff's wake-ups
-// coalesce). The calling Dequeue stops counting as waiting: it takes a
-// job, or it looks in the stream next.
+// wakes another waiting Dequeue when more wait or the stream has news
+// (wake-ups coalesce: the one it took may have been for either). The
+// calling Dequeue stops counting as waiting: it takes a job, or it looks
+// in the stream next.
 func (q *Queue) handedOff(idle *bool) (core.Job, bool) {
 	q.hmu.Lock()
 	defer q.hmu.Unlock()
@@ -124,7 +125,7 @@ func (q *Queue) handedOff(idle *bool) (core.Job, bool) {
 	j := q.hand.jobs[0]
 	q.hand.jobs = slices.Delete(q.hand.jobs, 0, 1)
 	q.keepTaken(j)
-	if len(q.hand.jobs) > 0 {
+	if len(q.hand.jobs) > 0 || q.streamNews.Load() {
 		q.passOn()
 	}
 	return j, true

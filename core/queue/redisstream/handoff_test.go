@@ -164,6 +164,15 @@ func TestTakingAHandedJobWakesTheNext(t *testing.T) {
 	if j, ok := q.handedOff(&idle); !ok || j.ID != "job_b" || len(q.one) != 0 {
 		t.Fatalf("took %+v, %v with %d wake-ups; want job_b and none (nothing left)", j, ok, len(q.one))
 	}
+
+	// A wake-up for a new entry in the stream, coalesced with a hand-off's
+	// and taken for the handed job, goes on to another waiting worker.
+	q.hand.jobs = []core.Job{{ID: "job_c"}}
+	q.wakeForStream()
+	<-q.one // one worker wakes, for either
+	if j, ok := q.handedOff(&idle); !ok || j.ID != "job_c" || len(q.one) != 1 {
+		t.Fatalf("took %+v, %v with %d wake-ups; want job_c and the stream's wake-up passed on", j, ok, len(q.one))
+	}
 }
 
 // scriptFault is a go-redis hook that, while armed, holds the next script

@@ -156,12 +156,15 @@ type Queue struct {
 	listen    sync.Once     // starts the listener
 	listening atomic.Bool   // the listener's XREAD works; else waiting Dequeue calls poll
 	waiting   atomic.Int32  // Dequeue calls that found nothing and wait
-	waiter    chan struct{} // buffered 1: a Dequeue started waiting (wakes an idle listener)
-	mu        sync.Mutex
-	notify    core.Broadcast // wakes waiting Dequeue calls when the listener fails: they poll from then on
-	last      string         // the newest entry id no look left undelivered (lookedPast)
-	hmu       sync.Mutex
-	hand      handoff // jobs handed to this process's waiting workers (handoff.go)
+	// streamNews: a wake-up was for the stream (wakeForStream) and no look
+	// has started since.
+	streamNews atomic.Bool
+	waiter     chan struct{} // buffered 1: a Dequeue started waiting (wakes an idle listener)
+	mu         sync.Mutex
+	notify     core.Broadcast // wakes waiting Dequeue calls when the listener fails: they poll from then on
+	last       string         // the newest entry id no look left undelivered (lookedPast)
+	hmu        sync.Mutex
+	hand       handoff // jobs handed to this process's waiting workers (handoff.go)
 }
 
 var _ core.Queue = (*Queue)(nil)
@@ -343,9 +346,10 @@ func (q *Queue) Dequeue(ctx context.Context, consumer string, lease time.Duratio
 		if j, ok := q.handedOff(&idle); ok {
 			return j, true, 0, nil
 		}
+		q.streamNews.Store(false) // this look sees what the stream holds
 		f, err := q.dequeue(ctx, consumer, lease)
 		if err != nil || f.more {
-			q.passOn() // there may be more: the next waiting worker looks
+			q.wakeForStream() // there may be more: the next waiting worker looks
 		}
 		if err != nil || f.ok {
 			return f.job, f.ok, 0, err
@@ -404,7 +408,7 @@ func (q *Queue) listener() {
 				}
 			}
 			q.listening.Store(true)
-			q.passOn()
+			q.wakeForStream()
 		case errors.Is(err, redis.ErrClosed):
 			q.lost()
 			return
@@ -456,6 +460,13 @@ func entryAfter(a, b string) bool {
 func (q *Queue) lost() {
 	q.listening.Store(false)
 	q.notify.Wake()
+}
+
+// wakeForStream wakes one waiting Dequeue call to look in the stream. A
+// Dequeue that takes a handed job with that wake-up passes it on.
+func (q *Queue) wakeForStream() {
+	q.streamNews.Store(true)
+	q.passOn()
 }
 
 // passOn wakes one waiting Dequeue call, if none is woken already.
@@ -605,7 +616,7 @@ func (q *Queue) Recover(ctx context.Context, consumer string) (int, error) {
 		return 0, fmt.Errorf("recover %s: %w", consumer, err)
 	}
 	if n > 0 {
-		q.passOn() // their leases ran out now: a waiting worker takes them
+		q.wakeForStream() // their leases ran out now: a waiting worker takes them
 	}
 	return n, nil
 }
