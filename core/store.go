@@ -55,6 +55,17 @@ func (e *DuplicateError) Error() string {
 // Is makes errors.Is(err, ErrDuplicate) match.
 func (e *DuplicateError) Is(target error) bool { return target == ErrDuplicate }
 
+// Replayed reads the answer to a request that may have been delivered
+// before (a routine trigger with a dedupe key): a redelivery is answered
+// with the first delivery's run and a *DuplicateError. It reports whether
+// run is such a replay, and err otherwise.
+func Replayed(run Run, err error) (bool, error) {
+	if errors.Is(err, ErrDuplicate) && run.ID != "" {
+		return true, nil
+	}
+	return false, err
+}
+
 // KeyReusedError: a request's idempotency key names a run that was asked
 // for differently (another agent, input or extra input): the key was used
 // again for another request. Nothing was started; RunID is the first run.

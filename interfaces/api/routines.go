@@ -144,9 +144,9 @@ func (s *server) triggerRoutine(w http.ResponseWriter, r *http.Request) {
 		dedupe = TriggerDedupeKey(caller(r).ID, id, idem)
 	}
 	run, err := s.cfg.Approvals.Trigger(r.Context(), s.cfg.Routines, caller(r), id, req.Input, core.Binding{}, dedupe)
-	if errors.Is(err, core.ErrDuplicate) && run.ID != "" { // a retry: the first request's run
+	replayed, err := core.Replayed(run, err) // a retry: the first request's run
+	if replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
-		err = nil
 	}
 	if nc, ok := errors.AsType[*approval.NotCallerError](err); ok {
 		writeError(w, http.StatusForbidden, "forbidden", nc.Error())

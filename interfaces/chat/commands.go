@@ -91,9 +91,7 @@ func (c Commands) RunRoutine(ctx context.Context, p approval.Principal, b core.B
 			d.Code(d.Usage("routines", "")) + d.Text(" lists them."), nil
 	}
 	run, err := c.Decider.Trigger(ctx, c.Routines, p, id, strings.TrimSpace(extra), b, dedupeKey)
-	if errors.Is(err, core.ErrDuplicate) && run.ID != "" { // the command delivered again
-		err = nil
-	}
+	_, err = core.Replayed(run, err) // the command delivered again: its first run
 	if errors.Is(err, core.ErrNotFound) {
 		return d.Text("There is no routine ") + d.Code(id) + d.Text(". ") + d.Code(d.Usage("routines", "")) + d.Text(" lists them."), nil
 	}

@@ -293,9 +293,7 @@ func (h *handlers) triggerRoutine(ctx context.Context, req mcpgo.CallToolRequest
 		dedupe = api.TriggerDedupeKey(caller(ctx).ID, id, k)
 	}
 	run, err := h.cfg.Approvals.Trigger(ctx, h.cfg.Routines, caller(ctx), id, req.GetString("input", ""), core.Binding{}, dedupe)
-	if errors.Is(err, core.ErrDuplicate) && run.ID != "" { // a retry: the first call's run
-		err = nil
-	}
+	_, err = core.Replayed(run, err) // a retry: the first call's run
 	if err != nil {
 		return failure(err), nil
 	}
